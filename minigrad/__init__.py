@@ -1,0 +1,22 @@
+"""minigrad: a small, readable reverse-mode autograd engine with Numba kernels.
+
+    tensor.py     Tensor and backward (iterative topological order)
+    function.py   the op base class and the central un-broadcast
+    ops/          every op, forward and backward side by side
+    kernels.py    the Numba kernels and their numpy twins (one switch)
+    functional.py softmax, cross_entropy, layer_norm, dropout, ...
+    nn.py         Module, Parameter, Linear, LayerNorm, Dropout, Embedding
+    optim.py      SGD, Adam, warm-up schedules, gradient clipping
+    gradcheck.py  finite-difference gradient checks
+"""
+from . import functional, kernels, nn, optim
+from .grad_mode import enable_grad, is_grad_enabled, no_grad
+from .gradcheck import GradcheckError, gradcheck
+from .ops import concatenate, stack, where
+from .rng import get_rng_state, manual_seed, set_rng_state
+from .tensor import Tensor
+
+__all__ = ["Tensor", "no_grad", "enable_grad", "is_grad_enabled", "gradcheck", "GradcheckError",
+           "concatenate", "stack", "where", "manual_seed", "get_rng_state", "set_rng_state",
+           "functional", "nn", "optim", "kernels"]
+__version__ = "0.1.0"

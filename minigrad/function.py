@@ -1,0 +1,80 @@
+"""The base class of every differentiable op, and the one place gradients are
+reduced back to an input's shape.
+
+An op is a small class with ``forward`` and ``backward`` side by side:
+
+    class Mul(Function):
+        def forward(self, a, b):          # numpy arrays in, numpy array out
+            self.a, self.b = a, b          # save what backward needs
+            return a * b
+
+        def backward(self, grad):          # one gradient per input
+            return grad * self.b, grad * self.a
+
+``Mul.apply(x, y)`` runs ``forward`` on the tensors' arrays and, when a graph is
+being recorded, remembers the inputs so ``Tensor.backward`` can call
+``backward`` later. Broadcasting is undone centrally (``unbroadcast``), so no op
+has to sum its gradient back to its input's shape itself.
+"""
+import numpy as np
+
+from . import grad_mode
+
+
+class Function:
+    """One node of the graph: the op that produced a tensor.
+
+    Attributes set by ``apply``:
+      inputs            the input Tensors, in argument order
+      needs_input_grad  one bool per input; backward may return None where False
+    """
+
+    released = False
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__
+
+    @classmethod
+    def apply(cls, *inputs, **options):
+        from .tensor import Tensor, as_tensor
+
+        tensors = [as_tensor(x) for x in inputs]
+        fn = cls()
+        needs = tuple(t.requires_grad for t in tensors)
+        record = grad_mode.is_grad_enabled() and any(needs)
+        fn.needs_input_grad = needs
+        out = fn.forward(*[t.data for t in tensors], **options)
+        if not record:
+            return Tensor._from_op(out, None)
+        fn.inputs = tuple(tensors)
+        return Tensor._from_op(out, fn)
+
+    def forward(self, *arrays, **options):
+        raise NotImplementedError(f"{self.name} has no forward")
+
+    def backward(self, grad):
+        raise NotImplementedError(f"{self.name} has no backward")
+
+    def release(self):
+        """Drop saved arrays and inputs once backward has used them (frees memory)."""
+        self.__dict__.clear()
+        self.released = True
+
+    def __repr__(self):
+        return f"<{self.name}>"
+
+
+def unbroadcast(grad: np.ndarray, shape: tuple) -> np.ndarray:
+    """Sum ``grad`` down to ``shape``, undoing numpy broadcasting.
+
+    Broadcasting prepends axes and stretches size-1 axes; the gradient of a
+    broadcast input is the sum over every copy it was stretched into.
+    """
+    extra = grad.ndim - len(shape)
+    if extra > 0:
+        grad = grad.sum(axis=tuple(range(extra)))
+    stretched = tuple(i for i, n in enumerate(shape) if n == 1 and grad.shape[i] != 1)
+    if stretched:
+        grad = grad.sum(axis=stretched, keepdims=True)
+    return grad

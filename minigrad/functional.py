@@ -1,0 +1,71 @@
+"""Functions of tensors used by layers and losses (like ``torch.nn.functional``)."""
+import numpy as np
+
+from . import ops, rng
+from .tensor import Tensor, as_tensor
+
+
+def relu(x: Tensor) -> Tensor:
+    return ops.ReLU.apply(x)
+
+
+def gelu(x: Tensor) -> Tensor:
+    """GELU, tanh approximation (PyTorch's ``gelu(x, approximate='tanh')``)."""
+    return ops.GELU.apply(x)
+
+
+def softmax(x: Tensor, axis: int = -1) -> Tensor:
+    return ops.Softmax.apply(x, axis=axis)
+
+
+def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
+    return ops.LogSoftmax.apply(x, axis=axis)
+
+
+def layer_norm(x: Tensor, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
+    """Normalise over the last axis, then scale by ``weight`` and shift by ``bias``."""
+    x = as_tensor(x)
+    dim = x.shape[-1]
+    weight = Tensor(np.ones(dim, x.dtype)) if weight is None else weight
+    bias = Tensor(np.zeros(dim, x.dtype)) if bias is None else bias
+    return ops.LayerNorm.apply(x, weight, bias, eps=eps)
+
+
+def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
+    """Zero entries with probability ``p`` and scale the rest by 1/(1-p); identity when not training."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout: p must be between 0 and 1, got {p}")
+    if not training or p == 0.0:
+        return x
+    if p == 1.0:
+        return x * 0.0
+    return ops.Dropout.apply(x, p=p, generator=rng.generator())
+
+
+def cross_entropy(logits: Tensor, targets, ignore_index=None, label_smoothing: float = 0.0) -> Tensor:
+    """Mean cross-entropy of ``logits`` (..., C) against integer class ``targets`` (...).
+
+    The class axis is the last one. ``ignore_index`` targets (e.g. ``<pad>``)
+    add no loss and no gradient and are left out of the mean; if every target
+    is ignored the result is NaN, as in PyTorch. ``label_smoothing`` in [0, 1]
+    blends the one-hot target with a uniform distribution over all C classes.
+    """
+    logits = as_tensor(logits)
+    target_array = np.asarray(targets.data if isinstance(targets, Tensor) else targets)
+    if target_array.dtype.kind not in "iu":
+        raise TypeError(f"cross_entropy: targets must be integer class ids, got dtype {target_array.dtype}")
+    if target_array.shape != logits.shape[:-1]:
+        raise ValueError(f"cross_entropy: logits of shape {logits.shape} need targets of shape "
+                         f"{logits.shape[:-1]} (the class axis is last), got {target_array.shape}")
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+    return ops.CrossEntropy.apply(logits, Tensor(target_array), ignore_index=ignore_index,
+                                  label_smoothing=label_smoothing)
+
+
+def where(condition, a, b) -> Tensor:
+    return ops.where(condition, a, b)
+
+
+concatenate = ops.concatenate
+stack = ops.stack

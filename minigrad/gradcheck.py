@@ -1,0 +1,108 @@
+"""Check analytic gradients against central finite differences, in float64.
+
+    gradcheck(lambda a, b: (a @ b).tanh(), [a, b])
+
+For every input tensor with ``requires_grad=True`` it compares the Jacobian
+that ``backward`` gives with the one from (f(x + eps) - f(x - eps)) / (2 eps),
+element by element, and on a mismatch says which input, which element, and
+both values. Inputs are copied to float64 first (float32 differences are too
+coarse for the default tolerances), so the function under test must accept
+float64 tensors.
+"""
+import numpy as np
+
+from .grad_mode import enable_grad
+from .tensor import Tensor
+
+
+class GradcheckError(AssertionError):
+    pass
+
+
+def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True, max_full_outputs=256,
+              seed=0):
+    """True if every gradient matches; otherwise raise ``GradcheckError`` (or return False).
+
+    Outputs with more than ``max_full_outputs`` elements are checked through
+    random projections v . J (three of them) instead of the full Jacobian.
+    """
+    inputs = [_as_float64(x) for x in inputs]
+    checked = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
+    if not checked:
+        raise ValueError("gradcheck: no input has requires_grad=True, so there is nothing to check")
+
+    with enable_grad():
+        out = fn(*inputs)
+    if not isinstance(out, Tensor) or not out.requires_grad:
+        raise ValueError("gradcheck: fn must return a Tensor that depends on the inputs being checked")
+    if out.dtype != np.float64:
+        raise ValueError(f"gradcheck: fn returned dtype {out.dtype} for float64 inputs; it must keep float64")
+
+    rng = np.random.default_rng(seed)
+    full = out.size <= max_full_outputs
+    directions = np.eye(out.size).reshape((out.size,) + out.shape) if full \
+        else rng.standard_normal((3,) + out.shape)
+
+    def evaluate():
+        with enable_grad():
+            return fn(*inputs).data.astype(np.float64).reshape(-1)
+
+    # numerical Jacobians: one column per input element, from two evaluations each
+    numeric = {i: _numeric_jacobian(evaluate, inputs[i], eps) for i in checked}
+
+    for row, v in enumerate(directions):
+        for x in inputs:
+            if isinstance(x, Tensor):
+                x.grad = None
+        out.backward(v, retain_graph=True)
+        for i in checked:
+            x = inputs[i]
+            analytic = np.zeros(x.shape) if x.grad is None else x.grad
+            if analytic.shape != x.shape:
+                return _fail(raise_exception, f"gradcheck: input {i} has shape {x.shape} but its gradient "
+                                              f"has shape {analytic.shape}")
+            expected = (numeric[i] @ v.reshape(-1)).reshape(x.shape)
+            error = np.abs(analytic - expected)
+            bad = error > atol + rtol * np.abs(expected)
+            if bad.any():
+                where = np.unravel_index(np.argmax(error * bad), x.shape)
+                what = f"output element {tuple(map(int, np.unravel_index(row, out.shape)))}" if full \
+                    else f"random projection {row} of the output"
+                return _fail(raise_exception,
+                             f"gradcheck failed for input {i} (shape {x.shape}) at element "
+                             f"{tuple(map(int, where))}, {what}: numerical {expected[where]:.8g} vs "
+                             f"analytical {analytic[where]:.8g} (atol={atol}, rtol={rtol})")
+    for x in inputs:
+        if isinstance(x, Tensor):
+            x.grad = None
+    return True
+
+
+def _numeric_jacobian(evaluate, x, eps):
+    """(x.size, out.size) matrix of central differences."""
+    flat = x.data.reshape(-1)          # a view: perturbing it perturbs x
+    columns = []
+    for k in range(flat.size):
+        original = flat[k]
+        flat[k] = original + eps
+        plus = evaluate()
+        flat[k] = original - eps
+        minus = evaluate()
+        flat[k] = original
+        columns.append((plus - minus) / (2 * eps))
+    return np.array(columns)
+
+
+def _as_float64(x):
+    # float64 tensors are used as they are, so a module's own parameters can be checked
+    if isinstance(x, Tensor) and x.dtype.kind == "f" and x.dtype != np.float64:
+        copy = Tensor(x.data.astype(np.float64), requires_grad=x.requires_grad)
+        copy.name = x.name
+        return copy
+    return x
+
+
+def _fail(raise_exception, message):
+    if raise_exception:
+        raise GradcheckError(message)
+    return False

@@ -1,0 +1,20 @@
+"""Every differentiable op, one small class each (forward and backward together).
+
+    arithmetic.py  Add Sub Mul Div Neg Pow
+    elementwise.py Exp Log Sqrt Tanh ReLU GELU Cast
+    reduce.py      Sum Mean Max
+    shape.py       Reshape Transpose GetItem Concatenate Stack
+    select.py      Where MaskedFill
+    matmul.py      MatMul
+    softmax.py     Softmax LogSoftmax
+    nn_ops.py      LayerNorm Dropout CrossEntropy
+"""
+from .arithmetic import Add, Div, Mul, Neg, Pow, Sub
+from .checks import normalize_axis, normalize_axes
+from .elementwise import Cast, Exp, GELU, Log, ReLU, Sqrt, Tanh
+from .matmul import MatMul, matmul
+from .nn_ops import CrossEntropy, Dropout, LayerNorm
+from .reduce import Max, Mean, Sum
+from .select import MaskedFill, Where, where
+from .shape import Concatenate, GetItem, Reshape, Stack, Transpose, concatenate, stack
+from .softmax import LogSoftmax, Softmax

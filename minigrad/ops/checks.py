@@ -1,0 +1,38 @@
+"""Argument checks shared by the ops, so every bad call gets a message that
+names the op, the shapes involved and a way out (never a numpy traceback)."""
+import numpy as np
+
+
+def normalize_axis(axis: int, ndim: int, op: str) -> int:
+    if not isinstance(axis, (int, np.integer)):
+        raise TypeError(f"{op}: axis must be an int, got {type(axis).__name__}")
+    if not -ndim <= axis < max(ndim, 1):
+        raise ValueError(f"{op}: axis {axis} is out of range for a tensor with {ndim} dimension(s) "
+                         f"(valid: {-ndim} .. {ndim - 1})")
+    return int(axis) % max(ndim, 1)
+
+
+def normalize_axes(axis, ndim: int, op: str):
+    """None -> every axis; an int or a tuple of ints -> a sorted tuple of non-negative axes."""
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    normalized = tuple(sorted(normalize_axis(a, ndim, op) for a in axes))
+    if len(set(normalized)) != len(normalized):
+        raise ValueError(f"{op}: axis {axis} names the same axis twice")
+    return normalized
+
+
+def broadcast_shape(op: str, *shapes) -> tuple:
+    try:
+        return np.broadcast_shapes(*shapes)
+    except ValueError:
+        listed = " and ".join(str(tuple(s)) for s in shapes)
+        raise ValueError(f"{op}: shapes {listed} cannot be broadcast together "
+                         "(trailing dimensions must be equal or 1)") from None
+
+
+def unwrap(x):
+    """A Tensor's array, or x itself (numpy arrays have a ``.data`` too, so test the type)."""
+    from ..tensor import Tensor
+    return x.data if isinstance(x, Tensor) else x

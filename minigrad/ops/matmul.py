@@ -1,0 +1,48 @@
+"""Matrix product, 2-D and batched with broadcast batch dimensions.
+
+The arithmetic goes through ``kernels.matmul``, which picks the Numba kernel
+or BLAS (via ``np.matmul``) by shape; that choice lives in one place, in
+``minigrad/kernels.py``.
+"""
+from .. import kernels
+from ..function import Function
+from .checks import broadcast_shape
+
+
+class MatMul(Function):
+    def forward(self, a, b):
+        if a.shape[-1] != b.shape[-2]:
+            raise ValueError(f"matmul: shapes {a.shape} and {b.shape} do not fit: the last dimension "
+                             f"of the left ({a.shape[-1]}) must equal the second-to-last of the right "
+                             f"({b.shape[-2]})")
+        broadcast_shape("matmul (batch dimensions)", a.shape[:-2], b.shape[:-2])
+        self.a, self.b = a, b
+        return kernels.matmul(a, b)
+
+    def backward(self, grad):
+        a, b = self.a, self.b
+        need_a, need_b = self.needs_input_grad
+        grad_a = kernels.matmul(grad, b.swapaxes(-1, -2)) if need_a else None
+        grad_b = None
+        if need_b:
+            if b.ndim == 2 and a.ndim > 2:
+                # A weight shared by every row of a batch: fold the batch into the
+                # rows and let one BLAS call do the sum over it.
+                grad_b = kernels.matmul(a.reshape(-1, a.shape[-1]).T, grad.reshape(-1, grad.shape[-1]))
+            else:
+                grad_b = kernels.matmul(a.swapaxes(-1, -2), grad)  # the engine sums broadcast batch dims
+        return grad_a, grad_b
+
+
+def matmul(a, b):
+    """``a @ b`` for tensors; 1-D operands act as a row (left) or column (right) vector."""
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValueError(f"matmul: needs at least 1-D operands, got shapes {a.shape} and {b.shape}; "
+                         "use * to scale by a number")
+    if a.ndim == 1:
+        out = matmul(a.reshape(1, -1), b)
+        return out.reshape(out.shape[:-2] + out.shape[-1:])
+    if b.ndim == 1:
+        out = matmul(a, b.reshape(-1, 1))
+        return out.reshape(out.shape[:-1])
+    return MatMul.apply(a, b)

@@ -1,0 +1,79 @@
+"""Fused neural-network ops: layer norm, dropout and cross-entropy.
+
+Each could be written from smaller ops; fusing them gives one node in the
+graph, one pass over memory and a simple, exact backward.
+"""
+import numpy as np
+
+from .. import kernels
+from ..function import Function
+
+
+class LayerNorm(Function):
+    """y = (x - mean) / sqrt(var + eps) * weight + bias over the last axis."""
+
+    def forward(self, x, weight, bias, eps=1e-5):
+        if weight.shape != (x.shape[-1],) or bias.shape != (x.shape[-1],):
+            raise ValueError(f"layer_norm: input of shape {x.shape} needs weight and bias of shape "
+                             f"({x.shape[-1]},), got {weight.shape} and {bias.shape}")
+        y, self.mean, self.rstd = kernels.layer_norm(x, weight, bias, eps)
+        self.x, self.weight = x, weight
+        return y
+
+    def backward(self, grad):
+        return kernels.layer_norm_backward(grad, self.x, self.weight, self.mean, self.rstd)
+
+
+class Dropout(Function):
+    """Zero each entry with probability p and scale the rest by 1/(1-p)."""
+
+    def forward(self, x, p, generator):
+        keep = generator.random(x.shape, dtype=np.float64 if x.dtype == np.float64 else np.float32) >= p
+        self.scaled_keep = keep.astype(x.dtype) * x.dtype.type(1.0 / (1.0 - p))
+        return x * self.scaled_keep
+
+    def backward(self, grad):
+        return grad * self.scaled_keep
+
+
+class CrossEntropy(Function):
+    """Mean cross-entropy of logits (..., C) against integer targets (...).
+
+    Same definition as PyTorch's ``cross_entropy``: targets equal to
+    ``ignore_index`` add nothing and are not counted in the mean (if every
+    target is ignored the mean is NaN, as in PyTorch); ``label_smoothing`` eps
+    mixes the one-hot target with the uniform distribution over all C classes.
+    """
+
+    def forward(self, logits, targets, ignore_index=None, label_smoothing=0.0):
+        classes = logits.shape[-1]
+        rows = logits.reshape(-1, classes)
+        t = targets.reshape(-1)
+        valid = np.ones(t.shape, bool) if ignore_index is None else t != ignore_index
+        out_of_range = valid & ((t < 0) | (t >= classes))
+        if out_of_range.any():
+            bad = int(t[np.argmax(out_of_range)])
+            raise IndexError(f"cross_entropy: target {bad} is out of range for {classes} classes "
+                             f"(valid: 0..{classes - 1}" + (f", or ignore_index={ignore_index})" if ignore_index is not None else ")"))
+        safe_t = np.where(valid, t, 0)
+        logp = kernels.log_softmax(rows)
+        picked = np.arange(len(t))
+        loss = -logp[picked, safe_t]
+        if label_smoothing:
+            loss = (1 - label_smoothing) * loss - label_smoothing * logp.mean(axis=-1)
+        count = int(valid.sum())
+        self.logp, self.safe_t, self.valid, self.count = logp, safe_t, valid, count
+        self.smoothing, self.logits_shape = label_smoothing, logits.shape
+        total = np.where(valid, loss, 0).sum(dtype=logits.dtype)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.asarray(total / logits.dtype.type(count), dtype=logits.dtype)
+
+    def backward(self, grad):
+        eps, classes = self.smoothing, self.logp.shape[-1]
+        d = np.exp(self.logp)                              # softmax probabilities
+        d[np.arange(len(self.safe_t)), self.safe_t] -= d.dtype.type(1 - eps)
+        if eps:
+            d -= d.dtype.type(eps / classes)
+        weight = self.valid * (grad / max(self.count, 1))   # ignored rows get no gradient
+        d *= weight.astype(d.dtype)[:, None]
+        return d.reshape(self.logits_shape), None

@@ -1,0 +1,52 @@
+"""where and masked_fill: pick entries from one of two tensors by a boolean mask."""
+import numpy as np
+
+from ..function import Function
+from .checks import broadcast_shape, unwrap
+
+
+def _bool_mask(mask, op):
+    mask = np.asarray(unwrap(mask))
+    if mask.dtype != np.bool_:
+        raise TypeError(f"{op}: the mask must be boolean, got dtype {mask.dtype} "
+                        "(build it with a comparison, e.g. ids == PAD)")
+    return mask
+
+
+class Where(Function):
+    """where(condition, a, b): a where condition is True, else b."""
+
+    def forward(self, a, b, condition):
+        self.condition = _bool_mask(condition, "where")
+        broadcast_shape("where", self.condition.shape, a.shape, b.shape)
+        return np.where(self.condition, a, b)
+
+    def backward(self, grad):
+        zero = grad.dtype.type(0)
+        need_a, need_b = self.needs_input_grad
+        return (np.where(self.condition, grad, zero) if need_a else None,
+                np.where(self.condition, zero, grad) if need_b else None)
+
+
+class MaskedFill(Function):
+    """x.masked_fill(mask, value): ``value`` where mask is True (PyTorch's convention)."""
+
+    def forward(self, a, mask, value):
+        self.mask = _bool_mask(mask, "masked_fill")
+        if broadcast_shape("masked_fill", self.mask.shape, a.shape) != a.shape:
+            raise ValueError(f"masked_fill: mask of shape {self.mask.shape} would enlarge the tensor of "
+                             f"shape {a.shape}; the mask must broadcast to the tensor's shape")
+        return np.where(self.mask, a.dtype.type(value), a)
+
+    def backward(self, grad):
+        return np.where(self.mask, grad.dtype.type(0), grad)
+
+
+def where(condition, a, b):
+    """Entries of ``a`` where ``condition`` is True, else of ``b`` (numbers take the other's dtype)."""
+    from ..tensor import Tensor, as_tensor, _like
+    if isinstance(b, Tensor):
+        a = _like(a, b)
+    if isinstance(a, Tensor):
+        b = _like(b, a)
+    return Where.apply(as_tensor(a), as_tensor(b), condition=condition)

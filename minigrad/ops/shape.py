@@ -1,0 +1,113 @@
+"""Ops that move data without arithmetic: reshape, transpose, indexing,
+concatenate and stack. Their backward moves the gradient back the same way."""
+import numpy as np
+
+from ..function import Function
+from .checks import normalize_axis, unwrap
+
+
+class Reshape(Function):
+    def forward(self, a, shape):
+        self.input_shape = a.shape
+        try:
+            return a.reshape(shape)
+        except ValueError:
+            raise ValueError(f"reshape: cannot reshape a tensor of shape {a.shape} ({a.size} elements) "
+                             f"into shape {tuple(shape)}") from None
+
+    def backward(self, grad):
+        return grad.reshape(self.input_shape)
+
+
+class Transpose(Function):
+    def forward(self, a, axes=None):
+        if axes is None:
+            axes = tuple(reversed(range(a.ndim)))
+        elif sorted(normalize_axis(x, a.ndim, "transpose") for x in axes) != list(range(a.ndim)):
+            raise ValueError(f"transpose: axes {tuple(axes)} are not a permutation of the "
+                             f"{a.ndim} axes of shape {a.shape}")
+        self.axes = tuple(normalize_axis(x, a.ndim, "transpose") for x in axes)
+        return a.transpose(self.axes)
+
+    def backward(self, grad):
+        return grad.transpose(np.argsort(self.axes))
+
+
+class GetItem(Function):
+    """Slicing and integer-array indexing (embedding lookup, gathering target logits)."""
+
+    def forward(self, a, index):
+        self.index = _check_index(index)
+        self.shape = a.shape
+        try:
+            return a[self.index]
+        except IndexError as error:
+            raise IndexError(f"indexing a tensor of shape {a.shape}: {error}") from None
+
+    def backward(self, grad):
+        out = np.zeros(self.shape, dtype=grad.dtype)
+        if _is_basic(self.index):
+            out[self.index] = grad          # a view: each element picked at most once
+        else:
+            np.add.at(out, self.index, grad)  # repeated indices must add up
+        return out
+
+
+def _check_index(index):
+    """Unwrap Tensors used as indices and reject float indices with a clear message."""
+    parts = index if isinstance(index, tuple) else (index,)
+    checked = []
+    for part in parts:
+        part = unwrap(part)
+        if isinstance(part, (list, np.ndarray)):
+            part = np.asarray(part)
+            if part.dtype.kind not in "iub":
+                raise IndexError(f"index arrays must hold integers or booleans, got dtype {part.dtype}; "
+                                 "convert token ids with .astype(np.int64)")
+        checked.append(part)
+    return tuple(checked) if isinstance(index, tuple) else checked[0]
+
+
+def _is_basic(index):
+    parts = index if isinstance(index, tuple) else (index,)
+    return all(p is None or p is Ellipsis or isinstance(p, (int, np.integer, slice)) for p in parts)
+
+
+class Concatenate(Function):
+    def forward(self, *arrays, axis=0):
+        axis = normalize_axis(axis, arrays[0].ndim, "concatenate")
+        _check_same_shapes("concatenate", arrays, skip_axis=axis)
+        self.axis = axis
+        self.splits = np.cumsum([a.shape[axis] for a in arrays])[:-1]
+        return np.concatenate(arrays, axis=axis)
+
+    def backward(self, grad):
+        return tuple(np.split(grad, self.splits, axis=self.axis))
+
+
+class Stack(Function):
+    def forward(self, *arrays, axis=0):
+        self.axis = normalize_axis(axis, arrays[0].ndim + 1, "stack")
+        _check_same_shapes("stack", arrays)
+        return np.stack(arrays, axis=self.axis)
+
+    def backward(self, grad):
+        return tuple(np.moveaxis(grad, self.axis, 0))
+
+
+def _check_same_shapes(op, arrays, skip_axis=None):
+    first = arrays[0].shape
+    for i, a in enumerate(arrays[1:], start=1):
+        same_rank = a.ndim == len(first)
+        if not same_rank or any(x != y for k, (x, y) in enumerate(zip(first, a.shape)) if k != skip_axis):
+            what = "all dimensions except the axis" if skip_axis is not None else "the same shape"
+            raise ValueError(f"{op}: tensor 0 has shape {first} but tensor {i} has shape {a.shape}; "
+                             f"they must agree in {what}")
+
+
+def concatenate(tensors, axis=0):
+    return Concatenate.apply(*tensors, axis=axis)
+
+
+def stack(tensors, axis=0):
+    return Stack.apply(*tensors, axis=axis)

@@ -1,0 +1,188 @@
+"""Optimizers (SGD, Adam), learning-rate schedules and gradient-norm clipping.
+
+Each optimizer updates ``param.data`` in place from ``param.grad`` and can save
+and restore its state (``state_dict`` / ``load_state_dict``) as plain numpy
+arrays and numbers, so a checkpoint needs no pickle.
+"""
+import math
+
+import numpy as np
+
+
+class Optimizer:
+    def __init__(self, params, lr: float):
+        self.params = list(params)
+        if not self.params:
+            raise ValueError(f"{type(self).__name__} got an empty parameter list")
+        if lr < 0:
+            raise ValueError(f"{type(self).__name__}: learning rate must be >= 0, got {lr}")
+        self.lr = lr
+        self.step_count = 0
+
+    def zero_grad(self):
+        for p in self.params:
+            p.grad = None
+
+    def step(self):
+        self.step_count += 1
+        for i, p in enumerate(self.params):
+            if p.grad is not None:
+                self.update(i, p, p.grad)
+
+    def update(self, i, param, grad):
+        raise NotImplementedError
+
+    # Per-parameter buffers are kept in lists indexed like self.params.
+    buffer_names = ()
+
+    def state_dict(self) -> dict:
+        state = {"lr": self.lr, "step_count": self.step_count}
+        for name in self.buffer_names:
+            for i, buf in enumerate(getattr(self, name)):
+                if buf is not None:
+                    state[f"{name}.{i}"] = buf.copy()
+        return state
+
+    def load_state_dict(self, state: dict):
+        self.lr = float(state["lr"])
+        self.step_count = int(state["step_count"])
+        for name in self.buffer_names:
+            buffers = getattr(self, name)
+            for i, p in enumerate(self.params):
+                key = f"{name}.{i}"
+                if key in state:
+                    value = np.asarray(state[key])
+                    if value.shape != p.shape:
+                        raise ValueError(f"optimizer state {key} has shape {value.shape} but parameter {i} "
+                                         f"has shape {p.shape}: the checkpoint is from another model")
+                    buffers[i] = value.astype(p.dtype)
+                else:
+                    buffers[i] = None
+        return self
+
+
+class SGD(Optimizer):
+    """p -= lr * (grad [+ momentum * velocity])."""
+
+    buffer_names = ("velocity",)
+
+    def __init__(self, params, lr: float, momentum: float = 0.0, weight_decay: float = 0.0):
+        super().__init__(params, lr)
+        self.momentum, self.weight_decay = momentum, weight_decay
+        self.velocity = [None] * len(self.params)
+
+    def update(self, i, p, grad):
+        if self.weight_decay:
+            grad = grad + self.weight_decay * p.data
+        if self.momentum:
+            v = self.velocity[i]
+            self.velocity[i] = v = grad.copy() if v is None else self.momentum * v + grad
+            grad = v
+        p.data -= (self.lr * grad).astype(p.dtype, copy=False)
+
+
+class Adam(Optimizer):
+    """Adam (Kingma & Ba) as in ``torch.optim.Adam``; ``weight_decay`` adds L2 to the gradient."""
+
+    buffer_names = ("m", "v")
+
+    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0.0):
+        super().__init__(params, lr)
+        if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
+            raise ValueError(f"Adam: betas must be in [0, 1), got {betas}")
+        self.betas, self.eps, self.weight_decay = tuple(betas), eps, weight_decay
+        self.m = [None] * len(self.params)
+        self.v = [None] * len(self.params)
+
+    def step(self):
+        self.step_count += 1
+        b1, b2 = self.betas
+        # bias corrections folded into the step size (as PyTorch does)
+        self._step_size = self.lr * math.sqrt(1 - b2 ** self.step_count) / (1 - b1 ** self.step_count)
+        self._eps_hat = self.eps * math.sqrt(1 - b2 ** self.step_count)
+        for i, p in enumerate(self.params):
+            if p.grad is not None:
+                self.update(i, p, p.grad)
+
+    def update(self, i, p, grad):
+        b1, b2 = self.betas
+        if self.weight_decay:
+            grad = grad + self.weight_decay * p.data
+        if self.m[i] is None:
+            self.m[i] = np.zeros_like(p.data)
+            self.v[i] = np.zeros_like(p.data)
+        m, v = self.m[i], self.v[i]
+        m *= b1
+        m += (1 - b1) * grad
+        v *= b2
+        v += (1 - b2) * grad * grad
+        p.data -= self._step_size * m / (np.sqrt(v) + self._eps_hat)
+
+    def state_dict(self):
+        return {**super().state_dict(), "betas": list(self.betas), "eps": self.eps,
+                "weight_decay": self.weight_decay}
+
+
+def clip_grad_norm(params, max_norm: float) -> float:
+    """Scale all gradients so their joint L2 norm is at most ``max_norm``; returns the norm before."""
+    grads = [p.grad for p in params if p.grad is not None]
+    total = math.sqrt(sum(float(np.vdot(g, g)) for g in grads))
+    if total > max_norm > 0:
+        scale = max_norm / (total + 1e-6)
+        for g in grads:
+            g *= g.dtype.type(scale)
+    return total
+
+
+class LRSchedule:
+    """Sets ``optimizer.lr`` from the step number: call ``step()`` once per optimizer step."""
+
+    def __init__(self, optimizer: Optimizer, base_lr: float):
+        self.optimizer, self.base_lr, self.last_step = optimizer, base_lr, 0
+        self.optimizer.lr = self.lr_at(1)
+
+    def lr_at(self, step: int) -> float:
+        raise NotImplementedError
+
+    def step(self):
+        self.last_step += 1
+        self.optimizer.lr = self.lr_at(self.last_step + 1)
+        return self.optimizer.lr
+
+    def state_dict(self):
+        return {"last_step": self.last_step}
+
+    def load_state_dict(self, state):
+        self.last_step = int(state["last_step"])
+        self.optimizer.lr = self.lr_at(self.last_step + 1)
+
+
+class WarmupInverseSqrt(LRSchedule):
+    """Linear warm-up to ``base_lr`` over ``warmup`` steps, then base_lr * sqrt(warmup / step)
+    (the paper's schedule, with the peak given directly instead of via d_model)."""
+
+    def __init__(self, optimizer, base_lr: float, warmup: int):
+        self.warmup = max(1, int(warmup))
+        super().__init__(optimizer, base_lr)
+
+    def lr_at(self, step):
+        return self.base_lr * min(step / self.warmup, math.sqrt(self.warmup / step))
+
+
+class WarmupCosine(LRSchedule):
+    """Linear warm-up to ``base_lr``, then cosine decay to ``min_lr`` at ``total_steps``.
+
+    A decaying rate keeps late training stable: with a constant rate the date
+    model's accuracy can fall back after first reaching 99.9%.
+    """
+
+    def __init__(self, optimizer, base_lr: float, warmup: int, total_steps: int, min_lr: float = 0.0):
+        self.warmup, self.total_steps, self.min_lr = max(1, int(warmup)), max(1, int(total_steps)), min_lr
+        super().__init__(optimizer, base_lr)
+
+    def lr_at(self, step):
+        if step <= self.warmup:
+            return self.base_lr * step / self.warmup
+        progress = min(1.0, (step - self.warmup) / max(1, self.total_steps - self.warmup))
+        return self.min_lr + 0.5 * (self.base_lr - self.min_lr) * (1 + math.cos(math.pi * progress))

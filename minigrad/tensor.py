@@ -1,0 +1,358 @@
+"""Tensor: a numpy array that remembers the op that made it, and backward.
+
+    >>> x = Tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    >>> y = (x * x).sum()
+    >>> y.backward()
+    >>> x.grad                      # d(sum x^2)/dx = 2x
+    array([[2., 4.],
+           [6., 8.]], dtype=float32)
+
+Floating data defaults to float32; float64 arrays stay float64 (gradcheck
+needs them). Integer tensors hold indices and never need a gradient.
+
+The op methods (``+``, ``@``, ``sum``, ``softmax``, ...) are thin wrappers around
+the op classes in ``minigrad.ops``, where each op's forward and backward sit
+side by side.
+"""
+import numpy as np
+
+from . import grad_mode
+from .function import unbroadcast
+
+
+class Tensor:
+    __slots__ = ("data", "grad", "requires_grad", "grad_fn", "name", "_retains_grad", "__weakref__")
+
+    # numpy must not treat a Tensor as an array-like: `ndarray + Tensor` then
+    # falls back to Tensor.__radd__, and np.exp(tensor) fails loudly.
+    __array_ufunc__ = None
+
+    def __init__(self, data, requires_grad=False, dtype=None, name=None):
+        if isinstance(data, Tensor):
+            data = data.data
+        array = _to_array(data, dtype)
+        if requires_grad and not np.issubdtype(array.dtype, np.floating):
+            raise TypeError(
+                f"only floating-point tensors can require gradients, got dtype {array.dtype}; "
+                "pass float data or dtype=np.float32")
+        self.data = array
+        self.grad = None
+        self.requires_grad = bool(requires_grad)
+        self.grad_fn = None
+        self.name = name
+        self._retains_grad = False
+
+    @classmethod
+    def _from_op(cls, array, grad_fn):
+        """Fast path for op outputs: no conversion, no checks."""
+        out = cls.__new__(cls)
+        out.data = array
+        out.grad = None
+        out.requires_grad = grad_fn is not None
+        out.grad_fn = grad_fn
+        out.name = None
+        out._retains_grad = False
+        return out
+
+    # ------------------------------------------------------------------ basics
+    shape = property(lambda self: self.data.shape)
+    ndim = property(lambda self: self.data.ndim)
+    dtype = property(lambda self: self.data.dtype)
+    size = property(lambda self: self.data.size)
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.grad_fn is None
+
+    def __len__(self):
+        return len(self.data)
+
+    def numpy(self) -> np.ndarray:
+        return self.data
+
+    def item(self):
+        if self.data.size != 1:
+            raise ValueError(f"item() needs a tensor with one element, got shape {self.shape}")
+        return self.data.item()
+
+    def detach(self) -> "Tensor":
+        """The same data, cut off from the graph."""
+        return Tensor._from_op(self.data, None)
+
+    def named(self, name: str) -> "Tensor":
+        """Give this tensor a name (shown by ``viz.draw_graph``); returns self."""
+        self.name = name
+        return self
+
+    def retain_grad(self) -> "Tensor":
+        """Keep ``.grad`` on this intermediate tensor after backward (leaves always keep it)."""
+        self._retains_grad = True
+        return self
+
+    def zero_grad(self):
+        self.grad = None
+
+    def __repr__(self):
+        body = np.array2string(self.data, precision=4, separator=", ", prefix="Tensor(",
+                               threshold=50, edgeitems=3)
+        extra = f", shape={self.shape}, dtype={self.dtype}"
+        if self.grad_fn is not None:
+            extra += f", grad_fn={self.grad_fn.name}"
+        elif self.requires_grad:
+            extra += ", requires_grad=True"
+        if self.name:
+            extra += f", name={self.name!r}"
+        return f"Tensor({body}{extra})"
+
+    def __setitem__(self, index, value):
+        raise TypeError(
+            "in-place assignment into a Tensor is not supported (it would corrupt the graph); "
+            "build a new tensor instead, e.g. with where()/masked_fill() or concatenate()")
+
+    def __bool__(self):
+        if self.data.size != 1:
+            raise ValueError(f"the truth value of a tensor of shape {self.shape} is ambiguous")
+        return bool(self.data)
+
+    # ---------------------------------------------------------------- backward
+    def backward(self, grad=None, retain_graph=False):
+        """Accumulate d(self)/d(leaf) into every leaf's ``.grad``.
+
+        ``grad`` is the gradient flowing into this tensor; it defaults to 1 for a
+        one-element tensor. After the pass the graph's saved arrays are freed
+        (like PyTorch's ``retain_graph=False``); pass ``retain_graph=True`` to
+        call backward through the same graph again.
+        """
+        if not self.requires_grad:
+            raise RuntimeError(
+                "backward() on a tensor that does not require grad: no input of the "
+                "computation had requires_grad=True (or it ran inside no_grad())")
+        if grad is None:
+            if self.data.size != 1:
+                raise RuntimeError(
+                    f"backward() without a gradient needs a one-element tensor, got shape "
+                    f"{self.shape}; reduce it first (e.g. .sum() or .mean()) or pass grad=")
+            grad = np.ones_like(self.data)
+        else:
+            grad = np.asarray(grad.data if isinstance(grad, Tensor) else grad, dtype=self.dtype)
+            if grad.shape != self.shape:
+                raise ValueError(f"backward(): grad has shape {grad.shape} but the tensor has shape {self.shape}")
+
+        pending = {id(self): grad}   # gradients waiting to flow further down
+        for tensor in _reverse_topological_order(self):
+            g = pending.pop(id(tensor), None)
+            if g is None:
+                continue
+            fn = tensor.grad_fn
+            if fn is None or tensor._retains_grad:
+                # Copy: the same array may also flow to another input (e.g. a + b).
+                g_own = g.astype(tensor.dtype, copy=True)
+                tensor.grad = g_own if tensor.grad is None else tensor.grad + g_own
+            if fn is None:
+                continue
+            input_grads = fn.backward(g)
+            if not isinstance(input_grads, tuple):
+                input_grads = (input_grads,)
+            for inp, ig in zip(fn.inputs, input_grads):
+                if ig is None or not inp.requires_grad:
+                    continue
+                if ig.shape != inp.shape:
+                    ig = unbroadcast(ig, inp.shape)
+                key = id(inp)
+                previous = pending.get(key)
+                pending[key] = ig if previous is None else previous + ig
+            if not retain_graph:
+                fn.release()
+
+    # ------------------------------------------------------------ arithmetic
+    def __add__(self, other):
+        return ops.Add.apply(self, _like(other, self))
+
+    def __radd__(self, other):
+        return ops.Add.apply(_like(other, self), self)
+
+    def __sub__(self, other):
+        return ops.Sub.apply(self, _like(other, self))
+
+    def __rsub__(self, other):
+        return ops.Sub.apply(_like(other, self), self)
+
+    def __mul__(self, other):
+        return ops.Mul.apply(self, _like(other, self))
+
+    def __rmul__(self, other):
+        return ops.Mul.apply(_like(other, self), self)
+
+    def __truediv__(self, other):
+        return ops.Div.apply(self, _like(other, self))
+
+    def __rtruediv__(self, other):
+        return ops.Div.apply(_like(other, self), self)
+
+    def __neg__(self):
+        return ops.Neg.apply(self)
+
+    def __pow__(self, exponent):
+        return ops.Pow.apply(self, exponent=exponent)
+
+    def __matmul__(self, other):
+        return ops.matmul(self, as_tensor(other))
+
+    def __rmatmul__(self, other):
+        return ops.matmul(as_tensor(other), self)
+
+    # comparisons give plain boolean tensors (no gradient), handy for masks
+    def __eq__(self, other):
+        return Tensor(self.data == _data(other))
+
+    def __ne__(self, other):
+        return Tensor(self.data != _data(other))
+
+    def __lt__(self, other):
+        return Tensor(self.data < _data(other))
+
+    def __le__(self, other):
+        return Tensor(self.data <= _data(other))
+
+    def __gt__(self, other):
+        return Tensor(self.data > _data(other))
+
+    def __ge__(self, other):
+        return Tensor(self.data >= _data(other))
+
+    __hash__ = object.__hash__
+
+    # ------------------------------------------------------------ reductions
+    def sum(self, axis=None, keepdims=False):
+        return ops.Sum.apply(self, axis=axis, keepdims=keepdims)
+
+    def mean(self, axis=None, keepdims=False):
+        return ops.Mean.apply(self, axis=axis, keepdims=keepdims)
+
+    def max(self, axis=None, keepdims=False):
+        return ops.Max.apply(self, axis=axis, keepdims=keepdims)
+
+    # ---------------------------------------------------------- elementwise
+    def exp(self):
+        return ops.Exp.apply(self)
+
+    def log(self):
+        return ops.Log.apply(self)
+
+    def sqrt(self):
+        return ops.Sqrt.apply(self)
+
+    def tanh(self):
+        return ops.Tanh.apply(self)
+
+    def relu(self):
+        return ops.ReLU.apply(self)
+
+    def gelu(self):
+        return ops.GELU.apply(self)
+
+    def softmax(self, axis=-1):
+        return ops.Softmax.apply(self, axis=axis)
+
+    def log_softmax(self, axis=-1):
+        return ops.LogSoftmax.apply(self, axis=axis)
+
+    def masked_fill(self, mask, value):
+        """Replace the entries where ``mask`` is True by ``value`` (PyTorch's convention)."""
+        return ops.MaskedFill.apply(self, mask=_data(mask), value=value)
+
+    # ----------------------------------------------------------------- shape
+    def reshape(self, *shape):
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        return ops.Reshape.apply(self, shape=shape)
+
+    def transpose(self, *axes):
+        """Permute axes like ``np.transpose``; no arguments reverses them."""
+        if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+            axes = tuple(axes[0])
+        return ops.Transpose.apply(self, axes=axes or None)
+
+    permute = transpose
+
+    def swapaxes(self, axis1, axis2):
+        order = list(range(self.ndim))
+        a1, a2 = ops.normalize_axis(axis1, self.ndim, "swapaxes"), ops.normalize_axis(axis2, self.ndim, "swapaxes")
+        order[a1], order[a2] = order[a2], order[a1]
+        return ops.Transpose.apply(self, axes=tuple(order))
+
+    @property
+    def T(self):
+        return ops.Transpose.apply(self, axes=None)
+
+    def __getitem__(self, index):
+        return ops.GetItem.apply(self, index=index)
+
+    # ----------------------------------------------------------------- dtype
+    def astype(self, dtype):
+        return ops.Cast.apply(self, dtype=np.dtype(dtype))
+
+    float = lambda self: self.astype(np.float32)
+    double = lambda self: self.astype(np.float64)
+
+
+def _to_array(data, dtype):
+    if dtype is not None:
+        return np.array(data, dtype=dtype)
+    from_numpy = isinstance(data, (np.ndarray, np.generic))
+    array = np.array(data)
+    if array.dtype.kind == "f":
+        # Python floats become float32; numpy float64 data stays float64.
+        if not from_numpy or array.dtype not in (np.float32, np.float64):
+            array = array.astype(np.float32)
+    elif array.dtype.kind == "O":
+        raise TypeError(f"cannot make a Tensor from {type(data).__name__} holding objects: {data!r:.80}")
+    return array
+
+
+def as_tensor(x) -> Tensor:
+    return x if isinstance(x, Tensor) else Tensor(x)
+
+
+def _like(x, reference: Tensor) -> Tensor:
+    """A constant operand; Python numbers take the other operand's dtype."""
+    if isinstance(x, Tensor):
+        return x
+    if isinstance(x, (int, float, bool)) and reference.data.dtype.kind == "f":
+        return Tensor._from_op(np.asarray(x, dtype=reference.dtype), None)
+    return Tensor(x)
+
+
+def _data(x):
+    return x.data if isinstance(x, Tensor) else x
+
+
+def _reverse_topological_order(root: Tensor) -> list:
+    """Every tensor that needs a gradient, outputs before inputs (iterative:
+    a chain of 100,000 ops must not hit Python's recursion limit)."""
+    order, visited = [], set()
+    stack = [(root, False)]
+    while stack:
+        tensor, children_done = stack.pop()
+        if children_done:
+            order.append(tensor)
+            continue
+        if id(tensor) in visited:
+            continue
+        visited.add(id(tensor))
+        stack.append((tensor, True))
+        fn = tensor.grad_fn
+        if fn is None:
+            continue
+        if fn.released:
+            raise RuntimeError(
+                f"backward through the graph a second time: the buffers of {fn.name} were freed by "
+                "the first backward(); call backward(retain_graph=True) the first time if you need two")
+        for inp in fn.inputs:
+            if inp.requires_grad and id(inp) not in visited:
+                stack.append((inp, False))
+    order.reverse()
+    return order
+
+
+from . import ops  # noqa: E402  (ops import Tensor; bind it after the class exists)
