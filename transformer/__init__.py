@@ -1,0 +1,20 @@
+"""An "Attention Is All You Need" encoder-decoder built only on minigrad, and the
+date task it learns: ``1845-01-05`` -> ``January 5, 1845``.
+
+    dates.py       the 68-token vocabulary, encode/decode, the date data set
+    positional.py  sinusoidal table (the seed's formula) or learned positions
+    attention.py   scaled dot-product attention, MultiHeadAttention, masks
+    layers.py      feed-forward, EncoderLayer, DecoderLayer
+    model.py       Transformer: encode, decode, decode_step (cached)
+    decoding.py    greedy, beam search, temperature / top-k sampling
+    training.py    Trainer (Adam + warm-up, checkpoints, resume), load_model
+    evaluation.py  exact match and per-character accuracy
+    checkpoint.py  atomic .npz checkpoints read without pickle
+    cli.py         dates-train, dates-translate, dates-evaluate
+"""
+from .attention import MultiHeadAttention, causal_mask, padding_mask, scaled_dot_product_attention
+from .config import ModelConfig
+from .decoding import beam_search, greedy_decode, sample_decode
+from .layers import DecoderLayer, EncoderLayer, FeedForward
+from .model import Transformer
+from .positional import sinusoidal_encoding

@@ -1,0 +1,106 @@
+"""Scaled dot-product attention and multi-head attention, with their masks.
+
+Mask convention (one for the whole project, PyTorch SDPA's): a boolean array
+broadcastable to (..., Tq, Tk), **True where attending is allowed**. Masked
+scores become -inf before the softmax, so they get exactly zero weight and zero
+gradient; a query row with no allowed key gets all-zero weights (never NaN).
+
+The three uses in the model:
+  encoder self-attention      padding_mask(src)                    (B, 1, 1, S)
+  decoder masked self-attn    causal_mask(T) & padding_mask(tgt)   (B, 1, T, T)
+  encoder-decoder (cross)     padding_mask(src)                    (B, 1, 1, S)
+"""
+import math
+
+import numpy as np
+
+from minigrad import Tensor, nn
+from minigrad import functional as F
+
+
+def causal_mask(length: int) -> np.ndarray:
+    """(T, T): position t may attend to positions <= t."""
+    return np.tril(np.ones((length, length), dtype=bool))
+
+
+def padding_mask(ids, pad_id: int) -> np.ndarray:
+    """(B, 1, 1, T): True for real tokens, False for padding (broadcasts over heads and queries)."""
+    ids = np.asarray(ids.data if isinstance(ids, Tensor) else ids)
+    return (ids != pad_id)[:, None, None, :]
+
+
+def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask=None, dropout_p: float = 0.0,
+                                 training: bool = False):
+    """softmax(Q Kᵀ / sqrt(d_k)) V  ->  (output (..., Tq, dv), weights (..., Tq, Tk)).
+
+    ``dropout_p`` drops attention weights while training (the returned weights are before dropout).
+    """
+    if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
+        raise ValueError(f"attention: q {q.shape}, k {k.shape} and v {v.shape} do not fit: q and k need the "
+                         "same last dimension, k and v the same number of positions")
+    d_k = q.shape[-1]
+    scores = (q @ k.swapaxes(-1, -2)).named("scores")              # (..., Tq, Tk)
+    scores = (scores / math.sqrt(d_k)).named("scaled scores")
+    if mask is not None:
+        mask = _check_mask(mask, scores.shape)
+        scores = scores.masked_fill(~mask, -np.inf).named("masked scores")
+    weights = scores.softmax(axis=-1).named("weights")
+    dropped = F.dropout(weights, dropout_p, training)
+    return (dropped @ v).named("attention output"), weights
+
+
+def _check_mask(mask, scores_shape):
+    mask = np.asarray(mask.data if isinstance(mask, Tensor) else mask)
+    if mask.dtype != np.bool_:
+        raise TypeError(f"attention mask must be boolean (True = may attend), got dtype {mask.dtype}")
+    try:
+        broadcast = np.broadcast_shapes(mask.shape, scores_shape)
+    except ValueError:
+        broadcast = None
+    if broadcast != tuple(scores_shape):
+        raise ValueError(f"attention mask of shape {mask.shape} does not broadcast to the scores' shape "
+                         f"{tuple(scores_shape)} (batch, heads, queries, keys)")
+    return mask
+
+
+class MultiHeadAttention(nn.Module):
+    """Project to ``num_heads`` heads, attend in each, concatenate, project back.
+
+    ``last_weights`` keeps the most recent attention weights, (B, heads, Tq, Tk),
+    as a numpy array for inspection and heatmaps.
+    """
+
+    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0):
+        if d_model % num_heads:
+            raise ValueError(f"d_model {d_model} is not divisible by num_heads {num_heads}")
+        self.d_model, self.num_heads, self.d_k = d_model, num_heads, d_model // num_heads
+        self.w_q = nn.Linear(d_model, d_model)
+        self.w_k = nn.Linear(d_model, d_model)
+        self.w_v = nn.Linear(d_model, d_model)
+        self.w_o = nn.Linear(d_model, d_model)
+        self.dropout_p = dropout
+        self.last_weights = None
+
+    def split_heads(self, x: Tensor) -> Tensor:
+        batch, length, _ = x.shape
+        return x.reshape(batch, length, self.num_heads, self.d_k).transpose(0, 2, 1, 3)  # (B, h, T, d_k)
+
+    def project_key_value(self, key: Tensor, value: Tensor):
+        """The heads' keys and values, (B, h, Tk, d_k) each; cached by incremental decoding."""
+        return self.split_heads(self.w_k(key)).named("K"), self.split_heads(self.w_v(value)).named("V")
+
+    def forward(self, query: Tensor, key: Tensor, value: Tensor, mask=None, key_value=None):
+        """``key_value``: precomputed ``project_key_value`` output (then key/value are ignored)."""
+        if query.ndim != 3 or query.shape[-1] != self.d_model:
+            raise ValueError(f"MultiHeadAttention({self.d_model}, {self.num_heads}) expects query of shape "
+                             f"(batch, length, {self.d_model}), got {query.shape}")
+        k, v = key_value if key_value is not None else self.project_key_value(key, value)
+        q = self.split_heads(self.w_q(query)).named("Q")
+        out, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout_p, self.training)  # (B, h, Tq, d_k)
+        self.last_weights = weights.data
+        batch, _, length, _ = out.shape
+        out = out.transpose(0, 2, 1, 3).reshape(batch, length, self.d_model).named("heads concatenated")
+        return self.w_o(out)
+
+    def extra_repr(self):
+        return f"d_model={self.d_model}, num_heads={self.num_heads}"

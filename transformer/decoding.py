@@ -1,0 +1,130 @@
+"""Turning a trained model into output text: greedy, beam search and sampling.
+
+All three encode the source once and then add one token at a time with the
+decoder's key/value caches (``Transformer.decode_step``), stop a sequence at
+``<eos>`` and run under ``no_grad`` in eval mode. They return token ids
+(B, max_len) padded with ``<pad>`` after ``<eos>``; ``dates.decode_batch`` turns
+them into strings.
+"""
+import contextlib
+
+import numpy as np
+
+from minigrad import Tensor, no_grad
+from minigrad import functional as F
+
+from .dates import EOS, PAD, SOS, TGT_LEN
+
+MAX_OUTPUT = TGT_LEN - 1   # <sos> is given, so at most 19 tokens follow it
+
+
+@contextlib.contextmanager
+def inference(model):
+    """no_grad + eval mode, restoring the model's previous mode afterwards."""
+    was_training = model.training
+    model.eval()
+    try:
+        with no_grad():
+            yield
+    finally:
+        model.train(was_training)
+
+
+def greedy_decode(model, src, max_len: int = MAX_OUTPUT, use_cache: bool = True) -> np.ndarray:
+    """The most likely next token at every step. ``use_cache=False`` recomputes the
+    whole prefix each step (slower; kept to test that caching changes nothing)."""
+    return _decode(model, src, max_len, lambda logits: logits.argmax(axis=-1), use_cache)
+
+
+def sample_decode(model, src, temperature: float = 1.0, top_k: int = None, rng=None,
+                  max_len: int = MAX_OUTPUT) -> np.ndarray:
+    """Draw each token from softmax(logits / temperature), optionally only among the
+    ``top_k`` most likely. ``temperature=0`` means greedy."""
+    if temperature < 0:
+        raise ValueError(f"temperature must be >= 0, got {temperature}")
+    if top_k is not None and top_k < 1:
+        raise ValueError(f"top_k must be >= 1, got {top_k}")
+    if temperature == 0:
+        return greedy_decode(model, src, max_len)
+    rng = rng if rng is not None else np.random.default_rng()
+
+    def pick(logits):
+        logits = logits.astype(np.float64) / temperature
+        if top_k is not None and top_k < logits.shape[-1]:
+            kth = np.partition(logits, -top_k, axis=-1)[:, -top_k][:, None]
+            logits = np.where(logits < kth, -np.inf, logits)
+        probs = np.exp(logits - logits.max(axis=-1, keepdims=True))
+        probs /= probs.sum(axis=-1, keepdims=True)
+        cumulative = probs.cumsum(axis=-1)
+        draws = rng.random((len(probs), 1)) * cumulative[:, -1:]
+        return np.minimum((cumulative < draws).sum(axis=-1), probs.shape[-1] - 1)
+
+    return _decode(model, src, max_len, pick, use_cache=True)
+
+
+def _decode(model, src, max_len, pick, use_cache):
+    src = np.asarray(src)
+    batch = len(src)
+    out = np.full((batch, max_len), PAD, dtype=np.int64)
+    done = np.zeros(batch, dtype=bool)
+    with inference(model):
+        memory, src_mask = model.encode(src)
+        caches = model.new_caches()
+        tokens = np.full(batch, SOS, dtype=np.int64)
+        for t in range(max_len):
+            if use_cache:
+                logits = model.decode_step(tokens, t, memory, src_mask, caches).data
+            else:
+                prefix = np.concatenate([np.full((batch, 1), SOS), out[:, :t]], axis=1)
+                logits = model.decode(prefix, memory, src_mask).data[:, -1, :]
+            tokens = np.where(done, PAD, pick(logits))
+            out[:, t] = tokens
+            done |= tokens == EOS
+            if done.all():
+                break
+    return out
+
+
+def beam_search(model, src, beam_size: int = 4, max_len: int = MAX_OUTPUT, length_penalty: float = 1.0):
+    """Keep the ``beam_size`` best partial outputs per source; return the best finished one.
+
+    Hypotheses are ranked at the end by total log-probability / length**length_penalty
+    (length counted up to and including ``<eos>``), so longer outputs are not
+    punished merely for having more terms. A finished hypothesis stays in the beam
+    with a frozen score. With ``beam_size=1`` this is exactly greedy decoding.
+    """
+    if beam_size < 1:
+        raise ValueError(f"beam_size must be >= 1, got {beam_size}")
+    src = np.asarray(src)
+    batch, k = len(src), beam_size
+    rows = np.repeat(np.arange(batch), k)                    # each source k times
+    with inference(model):
+        memory, src_mask = model.encode(src)
+        memory, src_mask = Tensor(memory.data[rows]), src_mask[rows]
+        caches = model.new_caches()
+        tokens = np.full(batch * k, SOS, dtype=np.int64)
+        scores = np.zeros((batch, k))
+        scores[:, 1:] = -np.inf                              # all beams start identical: keep one
+        seqs = np.zeros((batch * k, 0), dtype=np.int64)
+        finished = np.zeros(batch * k, dtype=bool)
+        for t in range(max_len):
+            logp = F.log_softmax(model.decode_step(tokens, t, memory, src_mask, caches)).data.astype(np.float64)
+            vocab = logp.shape[-1]
+            logp[finished] = -np.inf
+            logp[finished, PAD] = 0.0                        # a finished beam only continues with <pad>
+            candidates = (scores[:, :, None] + logp.reshape(batch, k, vocab)).reshape(batch, k * vocab)
+            best = np.argsort(-candidates, axis=-1, kind="stable")[:, :k]   # (B, k)
+            scores = np.take_along_axis(candidates, best, axis=-1)
+            parent = (np.arange(batch)[:, None] * k + best // vocab).reshape(-1)
+            tokens = (best % vocab).reshape(-1)
+            seqs = np.concatenate([seqs[parent], tokens[:, None]], axis=1)
+            finished = finished[parent] | (tokens == EOS)
+            model.reorder_caches(caches, parent)
+            if finished.all():
+                break
+    lengths = np.where((seqs == EOS).any(axis=1), (seqs == EOS).argmax(axis=1) + 1, seqs.shape[1])
+    normalised = scores.reshape(-1) / lengths ** length_penalty
+    winner = np.arange(batch) * k + normalised.reshape(batch, k).argmax(axis=1)
+    out = np.full((batch, max_len), PAD, dtype=np.int64)
+    out[:, : seqs.shape[1]] = seqs[winner]
+    return out
