@@ -21,13 +21,13 @@ from .tensor import Tensor
 
 
 class Parameter(Tensor):
-    """A tensor that a Module owns and an optimizer updates (always requires grad)."""
+    """A tensor that a Module owns and an optimizer updates (always requires grad).
 
-    def __init__(self, data, dtype=None):
-        array = np.asarray(data.data if isinstance(data, Tensor) else data)
-        if dtype is None and array.dtype not in (np.float32, np.float64):
-            dtype = np.float32
-        super().__init__(array, requires_grad=True, dtype=dtype)
+    Parameters are float32 unless asked otherwise (``Module.to(np.float64)`` for gradcheck).
+    """
+
+    def __init__(self, data, dtype=np.float32):
+        super().__init__(data.data if isinstance(data, Tensor) else data, requires_grad=True, dtype=dtype)
 
 
 class Module:

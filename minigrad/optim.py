@@ -170,6 +170,17 @@ class WarmupInverseSqrt(LRSchedule):
         return self.base_lr * min(step / self.warmup, math.sqrt(self.warmup / step))
 
 
+class WarmupConstant(LRSchedule):
+    """Linear warm-up to ``base_lr``, then constant."""
+
+    def __init__(self, optimizer, base_lr: float, warmup: int):
+        self.warmup = max(1, int(warmup))
+        super().__init__(optimizer, base_lr)
+
+    def lr_at(self, step):
+        return self.base_lr * min(1.0, step / self.warmup)
+
+
 class WarmupCosine(LRSchedule):
     """Linear warm-up to ``base_lr``, then cosine decay to ``min_lr`` at ``total_steps``.
 
