@@ -20,6 +20,10 @@ import numpy as np
 
 from . import grad_mode
 
+# Names of the modules currently running (innermost last), recorded on each op
+# while ``nn.record_scopes(model)`` is active so graph drawings can group ops by module.
+scope_stack = []
+
 
 class Function:
     """One node of the graph: the op that produced a tensor.
@@ -30,6 +34,7 @@ class Function:
     """
 
     released = False
+    scope = None        # dotted name of the module that ran this op (see nn.record_scopes)
 
     @property
     def name(self) -> str:
@@ -48,6 +53,8 @@ class Function:
         if not record:
             return Tensor._from_op(out, None)
         fn.inputs = tuple(tensors)
+        if scope_stack:
+            fn.scope = scope_stack[-1]
         return Tensor._from_op(out, fn)
 
     def forward(self, *arrays, **options):

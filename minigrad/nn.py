@@ -11,12 +11,14 @@ Initialisation follows PyTorch:
   LayerNorm  weight = 1, bias = 0
 Draws come from ``minigrad.rng``; ``minigrad.manual_seed`` makes them repeatable.
 """
+import contextlib
 from collections import OrderedDict
 
 import numpy as np
 
 from . import functional as F
 from . import rng
+from .function import scope_stack
 from .tensor import Tensor
 
 
@@ -37,7 +39,14 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} has no forward()")
 
     def __call__(self, *args, **kwargs):
-        return self.forward(*args, **kwargs)
+        scope = self.__dict__.get("_scope_name")
+        if scope is None:
+            return self.forward(*args, **kwargs)
+        scope_stack.append(scope)
+        try:
+            return self.forward(*args, **kwargs)
+        finally:
+            scope_stack.pop()
 
     # ------------------------------------------------------------- traversal
     def named_children(self):
@@ -123,6 +132,20 @@ class Module:
         children = [f"  ({name}): " + repr(child).replace("\n", "\n  ") for name, child in self.named_children()]
         head = f"{type(self).__name__}({self.extra_repr()}"
         return head + ("\n" + "\n".join(children) + "\n)" if children else ")")
+
+
+@contextlib.contextmanager
+def record_scopes(model: Module, prefix: str = ""):
+    """Inside this block every op run by a sub-module of ``model`` records the
+    module's dotted name in ``grad_fn.scope`` (used by ``viz.draw_graph`` clusters)."""
+    modules = list(model.named_modules(prefix))
+    for name, module in modules:
+        module._scope_name = name or type(model).__name__
+    try:
+        yield model
+    finally:
+        for _, module in modules:
+            module.__dict__.pop("_scope_name", None)
 
 
 class ModuleList(Module):

@@ -17,7 +17,8 @@ from transformer.dates import (
     translate_reference,
 )
 
-SHARED_TEST_SET = Path("/work/shared/bench/test_dates.tsv")
+# shared/ sits beside the checkout (locally and in CI)
+SHARED_TEST_SET = Path(__file__).resolve().parents[2] / "shared" / "bench" / "test_dates.tsv"
 supported_dates = st.dates(min_value=date(1000, 1, 1), max_value=date(2999, 12, 31))
 vocab_text = st.text(alphabet=string.ascii_letters + string.digits + "-, ", max_size=18)
 
