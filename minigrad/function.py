@@ -49,7 +49,7 @@ class Function:
         needs = tuple(t.requires_grad for t in tensors)
         record = grad_mode.is_grad_enabled() and any(needs)
         fn.needs_input_grad = needs
-        out = fn.forward(*[t.data for t in tensors], **options)
+        out = np.asarray(fn.forward(*[t.data for t in tensors], **options))
         if not record:
             return Tensor._from_op(out, None)
         fn.inputs = tuple(tensors)

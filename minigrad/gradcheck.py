@@ -80,6 +80,8 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True, 
 
 def _numeric_jacobian(evaluate, x, eps):
     """(x.size, out.size) matrix of central differences."""
+    if not x.data.flags.c_contiguous:
+        x.data = x.data.copy(order="C")   # else reshape(-1) copies and the perturbation misses x
     flat = x.data.reshape(-1)          # a view: perturbing it perturbs x
     columns = []
     for k in range(flat.size):

@@ -123,6 +123,13 @@ class Adam(Optimizer):
         return {**super().state_dict(), "betas": list(self.betas), "eps": self.eps,
                 "weight_decay": self.weight_decay}
 
+    def load_state_dict(self, state):
+        super().load_state_dict(state)
+        self.betas = tuple(float(b) for b in state.get("betas", self.betas))
+        self.eps = float(state.get("eps", self.eps))
+        self.weight_decay = float(state.get("weight_decay", self.weight_decay))
+        return self
+
 
 def clip_grad_norm(params, max_norm: float) -> float:
     """Scale all gradients so their joint L2 norm is at most ``max_norm``; returns the norm before."""

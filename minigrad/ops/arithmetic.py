@@ -70,6 +70,8 @@ class Pow(Function):
         return a ** p
 
     def backward(self, grad):
+        if self.p == 0:
+            return np.zeros_like(grad)     # x**0 is constant (avoid 0 * 0**-1 = nan at x = 0)
         return grad * (self.p * self.a ** (self.p - 1))
 
 

@@ -15,7 +15,7 @@ class MatMul(Function):
             raise ValueError(f"matmul: shapes {a.shape} and {b.shape} do not fit: the last dimension "
                              f"of the left ({a.shape[-1]}) must equal the second-to-last of the right "
                              f"({b.shape[-2]})")
-        broadcast_shape("matmul (batch dimensions)", a.shape[:-2], b.shape[:-2])
+        broadcast_shape(f"matmul of {a.shape} and {b.shape} (batch dimensions)", a.shape[:-2], b.shape[:-2])
         self.a, self.b = a, b
         return kernels.matmul(a, b)
 
@@ -39,6 +39,11 @@ def matmul(a, b):
     if a.ndim == 0 or b.ndim == 0:
         raise ValueError(f"matmul: needs at least 1-D operands, got shapes {a.shape} and {b.shape}; "
                          "use * to scale by a number")
+    if a.shape[-1] != b.shape[-2 if b.ndim > 1 else 0]:
+        raise ValueError(f"matmul: shapes {a.shape} and {b.shape} do not fit: the last dimension of the "
+                         "left must equal the second-to-last (or only) dimension of the right")
+    if a.ndim == 1 and b.ndim == 1:
+        return matmul(a.reshape(1, -1), b.reshape(-1, 1)).reshape(())
     if a.ndim == 1:
         out = matmul(a.reshape(1, -1), b)
         return out.reshape(out.shape[:-2] + out.shape[-1:])
