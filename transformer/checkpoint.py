@@ -67,6 +67,8 @@ def load_checkpoint(path):
         meta = json.loads(arrays.pop("meta.json").tobytes().decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise CheckpointError(f"checkpoint {path} has unreadable metadata ({error})") from None
+    if not isinstance(meta, dict):
+        raise CheckpointError(f"checkpoint {path} has unreadable metadata (meta.json is not a JSON object)")
     if meta.get("format_version") != FORMAT_VERSION:
         raise CheckpointError(f"checkpoint {path} has format version {meta.get('format_version')}, "
                               f"this code reads version {FORMAT_VERSION}")

@@ -63,7 +63,7 @@ def train_main(argv=None) -> int:
             model_config = ModelConfig(d_model=args.d_model, num_heads=args.heads, num_encoder_layers=args.layers,
                                        num_decoder_layers=args.layers, d_ff=args.d_ff, dropout=args.dropout,
                                        positional=args.positional)
-            train_config = TrainConfig(steps=args.steps or t.steps, batch_size=args.batch_size, lr=args.lr,
+            train_config = TrainConfig(steps=t.steps if args.steps is None else args.steps, batch_size=args.batch_size, lr=args.lr,
                                        warmup=args.warmup, schedule=args.schedule, clip=args.clip,
                                        label_smoothing=args.label_smoothing, seed=args.seed,
                                        eval_every=args.eval_every)
@@ -82,7 +82,8 @@ def train_main(argv=None) -> int:
     wall = time.perf_counter() - wall_start
     print(f"\nheld-out exact match {result['exact_match']:.2%} ({result['count']} dates never seen in training), "
           f"per-character {result['char_accuracy']:.2%}")
-    print(f"steps {summary['steps']}, wall time {wall:.1f} s, median step {summary['median_step_ms']:.1f} ms")
+    median = summary["median_step_ms"]
+    print(f"steps {summary['steps']}, wall time {wall:.1f} s" + (f", median step {median:.1f} ms" if median else ""))
     for source, predicted, expected in result["wrong"]:
         print(f"  wrong: {source} -> {predicted!r} (expected {expected!r})")
     model = trainer.model
@@ -123,6 +124,10 @@ def translate_main(argv=None) -> int:
             return _fail(f"--beam must be at least 1, got {args.beam}")
         if args.temperature is not None and args.temperature < 0:
             return _fail(f"--temperature must be >= 0, got {args.temperature}")
+        if args.top_k is not None and args.top_k < 1:
+            return _fail(f"--top-k must be at least 1, got {args.top_k}")
+        if args.top_k is not None and args.temperature is None:
+            return _fail("--top-k only applies to sampling: add --temperature T")
         model = load_model(args.checkpoint)
     except (DateError, CheckpointError) as error:
         return _fail(str(error))

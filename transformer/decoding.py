@@ -77,6 +77,7 @@ def _decode(model, src, max_len, pick, use_cache):
             else:
                 prefix = np.concatenate([np.full((batch, 1), SOS), out[:, :t]], axis=1)
                 logits = model.decode(prefix, memory, src_mask).data[:, -1, :]
+            logits[:, [SOS, PAD]] = -np.inf          # never valid outputs
             tokens = np.where(done, PAD, pick(logits))
             out[:, t] = tokens
             done |= tokens == EOS
@@ -110,6 +111,7 @@ def beam_search(model, src, beam_size: int = 4, max_len: int = MAX_OUTPUT, lengt
         for t in range(max_len):
             logp = F.log_softmax(model.decode_step(tokens, t, memory, src_mask, caches)).data.astype(np.float64)
             vocab = logp.shape[-1]
+            logp[:, [SOS, PAD]] = -np.inf                    # never valid outputs
             logp[finished] = -np.inf
             logp[finished, PAD] = 0.0                        # a finished beam only continues with <pad>
             candidates = (scores[:, :, None] + logp.reshape(batch, k, vocab)).reshape(batch, k * vocab)

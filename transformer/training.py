@@ -51,6 +51,10 @@ class TrainConfig:
         for name in ("steps", "batch_size", "warmup"):
             if getattr(self, name) < (0 if name == "warmup" else 1):
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if not 0.0 <= self.label_smoothing <= 1.0:
+            raise ValueError(f"label_smoothing must be in [0, 1], got {self.label_smoothing}")
+        if self.clip < 0:
+            raise ValueError(f"clip must be >= 0 (0 = no clipping), got {self.clip}")
 
 
 class Trainer:

@@ -1,0 +1,249 @@
+"""Tests for transformer.cli (dates-train, dates-translate, dates-evaluate).
+
+The entry points take an argv list and return an exit code. Bad input (not a date, an
+impossible date, a loose format, a missing or corrupt checkpoint, a bad setting) must
+give exit code 2 and a one-line ``error: ...`` on stderr, never a traceback. The
+checkpoint is a tiny model trained for a few steps: accuracy does not matter here.
+"""
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from transformer import cli
+from transformer.config import ModelConfig
+from transformer.dates import SRC_LEN, decode_batch, encode_batch
+from transformer.decoding import beam_search, greedy_decode
+from transformer.training import TrainConfig, Trainer, load_model
+
+REPO = Path(__file__).resolve().parents[1]
+TINY_ARGS = ["--d-model", "16", "--heads", "2", "--layers", "1", "--d-ff", "32", "--batch-size", "8",
+             "--eval-every", "0", "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("cli-run")
+    trainer = Trainer(ModelConfig(d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=32),
+                      TrainConfig(steps=3, batch_size=8, eval_every=0, checkpoint_every=0), out_dir=str(folder))
+    for _ in range(3):
+        trainer.train_step()
+    path = folder / "model.npz"
+    trainer.save(str(path))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def corrupt_checkpoint(tmp_path_factory):
+    path = tmp_path_factory.mktemp("cli-bad") / "model.npz"
+    path.write_bytes(b"PK\x03\x04 this is not really a zip file")
+    return str(path)
+
+
+def run(main, argv, capsys):
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_clean_failure(code, out, err, *fragments):
+    assert code == 2
+    assert err.startswith("error: ") and err.count("\n") == 1, f"not one line: {err!r}"
+    assert "Traceback" not in err
+    for fragment in fragments:
+        assert fragment in err, f"{fragment!r} not in {err!r}"
+
+
+def outputs(out):
+    """'1996-09-08 -> September 8, 1996' lines -> {input: output}."""
+    pairs = [line.split(" -> ", 1) for line in out.splitlines()]
+    assert all(len(p) == 2 for p in pairs), out
+    return dict(pairs)
+
+
+# --------------------------------------------------------------------- translate
+def test_translate_dates_from_arguments(checkpoint, capsys):
+    code, out, err = run(cli.translate_main, ["1996-09-08", "1845-01-05", "--checkpoint", checkpoint], capsys)
+    assert code == 0 and err == ""
+    translated = outputs(out)
+    assert list(translated) == ["1996-09-08", "1845-01-05"]
+    expected = decode_batch(greedy_decode(load_model(checkpoint), encode_batch(["1996-09-08", "1845-01-05"], SRC_LEN)))
+    assert list(translated.values()) == expected
+
+
+@pytest.mark.parametrize("text, fragments", [
+    ("hello", ["'hello'", "not a date in YYYY-MM-DD form"]),
+    ("2023-02-30", ["2023-02-30", "day is out of range", "February 2023 has 28 days"]),
+    ("1996-9-8", ["1996-9-8", "expected e.g. 1996-09-08"]),
+    ("0999-12-31", ["outside the supported range"]),
+    ("2023-13-01", ["month must be 01..12"]),
+])
+def test_translate_rejects_bad_dates(checkpoint, capsys, text, fragments):
+    code, out, err = run(cli.translate_main, ["1996-09-08", text, "--checkpoint", checkpoint], capsys)
+    assert_clean_failure(code, out, err, *fragments)
+    assert out == ""
+
+
+def test_translate_rejects_a_missing_checkpoint(tmp_path, capsys):
+    missing = str(tmp_path / "nothing" / "model.npz")
+    code, out, err = run(cli.translate_main, ["1996-09-08", "--checkpoint", missing], capsys)
+    assert_clean_failure(code, out, err, missing, "does not exist")
+
+
+def test_translate_rejects_a_corrupt_checkpoint(corrupt_checkpoint, capsys):
+    code, out, err = run(cli.translate_main, ["1996-09-08", "--checkpoint", corrupt_checkpoint], capsys)
+    assert_clean_failure(code, out, err, corrupt_checkpoint, "corrupt")
+
+
+def test_translate_reads_stdin(checkpoint, capsys, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", io.StringIO("1996-09-08\n\n  2000-01-01  \n"))
+    code, out, err = run(cli.translate_main, ["--checkpoint", checkpoint], capsys)
+    assert code == 0
+    assert list(outputs(out)) == ["1996-09-08", "2000-01-01"]
+
+
+def test_translate_with_empty_stdin_fails_cleanly(checkpoint, capsys, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", io.StringIO("\n \n"))
+    code, out, err = run(cli.translate_main, ["--checkpoint", checkpoint], capsys)
+    assert_clean_failure(code, out, err, "no dates given")
+
+
+def test_translate_bad_date_on_stdin_fails_cleanly(checkpoint, capsys, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", io.StringIO("1996-09-08\nhello\n"))
+    code, out, err = run(cli.translate_main, ["--checkpoint", checkpoint], capsys)
+    assert_clean_failure(code, out, err, "hello")
+
+
+def test_translate_with_beam_search(checkpoint, capsys):
+    dates = ["1996-09-08", "2023-02-28", "1000-01-01"]
+    code, out, err = run(cli.translate_main, [*dates, "--checkpoint", checkpoint, "--beam", "2"], capsys)
+    assert code == 0
+    expected = decode_batch(beam_search(load_model(checkpoint), encode_batch(dates, SRC_LEN), 2))
+    assert list(outputs(out).values()) == expected
+
+
+def test_translate_temperature_zero_and_top_k_one_are_greedy(checkpoint, capsys):
+    dates = ["1996-09-08", "2023-02-28", "1000-01-01"]
+    greedy = outputs(run(cli.translate_main, [*dates, "--checkpoint", checkpoint], capsys)[1])
+    for extra in (["--temperature", "0"], ["--temperature", "0.8", "--top-k", "1", "--seed", "1"]):
+        code, out, err = run(cli.translate_main, [*dates, "--checkpoint", checkpoint, *extra], capsys)
+        assert code == 0 and outputs(out) == greedy, extra
+
+
+def test_translate_sampling_is_seeded(checkpoint, capsys):
+    argv = ["1996-09-08", "2023-02-28", "--checkpoint", checkpoint, "--temperature", "1.5", "--seed", "7"]
+    first = run(cli.translate_main, argv, capsys)
+    assert first[0] == 0
+    assert run(cli.translate_main, argv, capsys) == first
+
+
+@pytest.mark.parametrize("extra, fragment", [
+    (["--beam", "0"], "--beam must be at least 1"),
+    (["--temperature", "-1"], "--temperature must be >= 0"),
+    (["--temperature", "1", "--top-k", "0"], "top-k"),
+])
+def test_translate_rejects_bad_decoding_options(checkpoint, capsys, extra, fragment):
+    code, out, err = run(cli.translate_main, ["1996-09-08", "--checkpoint", checkpoint, *extra], capsys)
+    assert_clean_failure(code, out, err, fragment)
+
+
+def test_translate_beam_and_temperature_are_exclusive(checkpoint, capsys):
+    with pytest.raises(SystemExit) as info:
+        cli.translate_main(["1996-09-08", "--checkpoint", checkpoint, "--beam", "2", "--temperature", "1"])
+    assert info.value.code == 2
+    assert "not allowed with argument" in capsys.readouterr().err
+
+
+def test_example_script_fails_cleanly_in_a_subprocess():
+    result = subprocess.run([sys.executable, str(REPO / "examples" / "translate_dates.py"), "hello",
+                             "--checkpoint", "x"], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert result.stderr.startswith("error: ") and "'hello'" in result.stderr
+    assert result.stdout == ""
+
+
+# ---------------------------------------------------------------------- evaluate
+def test_evaluate_prints_exact_match(checkpoint, capsys):
+    code, out, err = run(cli.evaluate_main, ["--checkpoint", checkpoint, "--show", "2"], capsys)
+    assert code == 0
+    assert "held-out dates: 2000" in out
+    line = next(line for line in out.splitlines() if line.startswith("exact match:"))
+    assert line.rstrip().endswith("%")
+    assert len([line for line in out.splitlines() if line.strip().startswith("wrong:")]) <= 2
+
+
+def test_evaluate_json(checkpoint, capsys):
+    code, out, err = run(cli.evaluate_main, ["--checkpoint", checkpoint, "--json", "--show", "0"], capsys)
+    assert code == 0
+    result = json.loads(out)
+    assert result["count"] == 2000 and 0.0 <= result["exact_match"] <= 1.0
+    assert 0.0 <= result["char_accuracy"] <= 1.0 and result["wrong"] == []
+
+
+@pytest.mark.parametrize("which", ["missing", "corrupt"])
+def test_evaluate_rejects_bad_checkpoints(tmp_path, corrupt_checkpoint, capsys, which):
+    path = str(tmp_path / "none.npz") if which == "missing" else corrupt_checkpoint
+    code, out, err = run(cli.evaluate_main, ["--checkpoint", path], capsys)
+    assert_clean_failure(code, out, err, path)
+
+
+def test_evaluate_rejects_beam_zero(checkpoint, capsys):
+    code, out, err = run(cli.evaluate_main, ["--checkpoint", checkpoint, "--beam", "0"], capsys)
+    assert_clean_failure(code, out, err, "--beam must be at least 1")
+
+
+# ------------------------------------------------------------------------- train
+def test_train_tiny_run_then_resume(tmp_path, capsys):
+    out_dir = str(tmp_path / "run")
+    code, out, err = run(cli.train_main, ["--out", out_dir, "--steps", "3", *TINY_ARGS], capsys)
+    assert code == 0, err
+    assert "held-out exact match" in out and "steps 3" in out
+    assert sorted(os.listdir(out_dir)) == ["model.npz", "train_log.jsonl"]
+    checkpoint = os.path.join(out_dir, "model.npz")
+    code, out, err = run(cli.train_main, ["--resume", checkpoint, "--steps", "5", "--out", out_dir,
+                                          "--no-progress"], capsys)
+    assert code == 0, err
+    assert "resuming" in out and "at step 3 of 5" in out
+    with open(os.path.join(out_dir, "train_log.jsonl")) as log:
+        assert [json.loads(line)["step"] for line in log] == [1, 2, 3, 4, 5]
+
+
+def test_train_resume_of_a_finished_run_does_not_crash(checkpoint, tmp_path, capsys):
+    """Resuming a checkpoint that already reached its last step trains 0 steps; the
+    summary must still print (no TypeError on the missing step time)."""
+    finished = Trainer.resume(checkpoint)
+    finished.config.steps = finished.step
+    path = str(tmp_path / "finished.npz")
+    finished.save(path)
+    code, out, err = run(cli.train_main, ["--resume", path, "--out", str(tmp_path), "--no-progress"], capsys)
+    assert code == 0, err
+    assert "held-out exact match" in out
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["--heads", "3"], "not divisible"),
+    (["--steps", "-1"], "steps must be positive"),
+    (["--steps", "0"], "steps"),
+    (["--dropout", "1.5"], "dropout"),
+    (["--batch-size", "0"], "batch_size"),
+    (["--label-smoothing", "2"], "label"),
+])
+def test_train_rejects_bad_settings_before_training(tmp_path, capsys, monkeypatch, argv, fragment):
+    def refuse(*args, **kwargs):
+        raise AssertionError("training started despite a bad setting")
+
+    monkeypatch.setattr(Trainer, "run", refuse)
+    code, out, err = run(cli.train_main, ["--out", str(tmp_path), *TINY_ARGS, *argv], capsys)
+    assert_clean_failure(code, out, err, fragment)
+
+
+@pytest.mark.parametrize("which", ["missing", "corrupt"])
+def test_train_rejects_a_bad_resume_checkpoint(tmp_path, corrupt_checkpoint, capsys, which):
+    path = str(tmp_path / "none.npz") if which == "missing" else corrupt_checkpoint
+    code, out, err = run(cli.train_main, ["--resume", path, "--out", str(tmp_path)], capsys)
+    assert_clean_failure(code, out, err, path)
