@@ -1,0 +1,158 @@
+"""The computation graph of ONE attention step of the date model, drawn with graphviz.
+
+    python examples/attention_graph.py --date 1845-01-05 --kind cross --layer 1 --backward
+
+The model runs once on the date (teacher-forced on the correct answer) while
+the chosen MultiHeadAttention's arguments are captured; that module is then
+called again on copies of those arguments inside ``record_scopes(model)``, so
+the drawing holds only its tens of nodes, clustered by sub-module:
+
+    x -> w_q / w_k / w_v (MatMul, Add) -> split heads (Reshape, Transpose) -> Q, K, V
+      -> Q Kᵀ (Transpose, MatMul) -> ÷ √d_k (Div) -> mask (MaskedFill) -> Softmax
+      -> weights @ V (MatMul) -> heads concatenated (Transpose, Reshape) -> w_o (MatMul, Add)
+
+``--backward`` also runs ``output.sum().backward(retain_graph=True)`` with every
+intermediate retaining its gradient, and shows each gradient's shape and norm.
+"""
+import argparse
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from minigrad import Tensor
+from minigrad.nn import record_scopes
+from transformer.checkpoint import CheckpointError
+from transformer.dates import DateError
+from transformer.decoding import inference
+
+from .graph import draw_graph, render
+from .inputs import add_model_arguments, decoder_input_from_reference, model_from_args, source_ids
+
+KINDS = ("encoder-self", "decoder-self", "cross")
+
+
+def attention_module_name(kind: str, layer: int) -> str:
+    """The dotted name of the MultiHeadAttention, e.g. 'decoder.layers.1.cross_attn'."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    side = "encoder" if kind == "encoder-self" else "decoder"
+    return f"{side}.layers.{layer}.{'cross_attn' if kind == 'cross' else 'self_attn'}"
+
+
+def find_attention_module(model, kind: str, layer: int):
+    name = attention_module_name(kind, layer)
+    count = len(model.encoder.layers if kind == "encoder-self" else model.decoder.layers)
+    if not 0 <= layer < count:
+        raise ValueError(f"layer {layer} does not exist: the model's {name.split('.')[0]} has layers 0..{count - 1}")
+    return name, dict(model.named_modules())[name]
+
+
+@dataclass
+class AttentionCall:
+    """The arguments one MultiHeadAttention received during a forward pass."""
+    query: Tensor
+    key: Tensor
+    value: Tensor
+    mask: np.ndarray
+
+
+def capture_attention_call(model, module, src, tgt_in) -> AttentionCall:
+    """Run the model once (eval, no grad) and record what ``module`` was called with."""
+    calls = []
+    original_forward = module.forward
+
+    def recording_forward(query, key, value, mask=None, key_value=None):
+        calls.append(AttentionCall(query, key, value, mask))
+        return original_forward(query, key, value, mask, key_value)
+
+    module.forward = recording_forward          # an instance attribute shadows the method
+    try:
+        with inference(model):
+            model(src, tgt_in)
+    finally:
+        del module.forward
+    return calls[0]
+
+
+def _as_leaves(call: AttentionCall) -> AttentionCall:
+    """Fresh leaf tensors (requiring grad) for the captured inputs; the same tensor stays shared."""
+    if call.key is call.query:
+        names = {id(call.query): "x (query = key = value)"}
+    else:
+        names = {id(call.query): "x (query)", id(call.key): "memory (encoder output)"}
+    leaves = {}
+    for t in (call.query, call.key, call.value):
+        if id(t) not in leaves:
+            leaves[id(t)] = Tensor(t.data, requires_grad=True, name=names.get(id(t), "value input"))
+    return AttentionCall(leaves[id(call.query)], leaves[id(call.key)], leaves[id(call.value)], call.mask)
+
+
+def build_attention_graph(model, date="1845-01-05", kind="encoder-self", layer=0, backward=False,
+                          cluster_modules=True, rankdir="TB"):
+    """(graphviz.Digraph, output Tensor) for one attention step of ``model`` on ``date``."""
+    name, module = find_attention_module(model, kind, layer)
+    src = source_ids(date)
+    tgt_in = decoder_input_from_reference(date)
+    call = _as_leaves(capture_attention_call(model, module, src, tgt_in))
+    was_training = model.training
+    model.eval()
+    try:
+        with record_scopes(model):
+            output = module(call.query, call.key, call.value, call.mask).named(f"{name} output")
+    finally:
+        model.train(was_training)
+    root = output
+    saved_grads = [(p, p.grad) for p in model.parameters()]
+    if backward:
+        root = _backward_through(output)
+    graph = draw_graph(root, params=model, show_grad=backward, cluster_modules=cluster_modules, rankdir=rankdir)
+    for p, grad in saved_grads:     # leave the model's .grad as it was (it may be mid-training)
+        p.grad = grad
+    graph.attr(label=f"one attention step: {name} on {date}" + (" (with gradients of sum(output))" if backward else ""),
+               labelloc="t", fontsize="14")
+    return graph, root
+
+
+def _backward_through(output: Tensor) -> Tensor:
+    """loss = sum(output); backward keeping the graph and every intermediate's gradient."""
+    stack, seen = [output], set()
+    while stack:
+        tensor = stack.pop()
+        if id(tensor) in seen or tensor.grad_fn is None:
+            continue
+        seen.add(id(tensor))
+        tensor.retain_grad()
+        stack.extend(tensor.grad_fn.inputs)
+    loss = output.sum().named("loss = sum(output)").retain_grad()
+    loss.backward(retain_graph=True)
+    return loss
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="dates-attention-graph", description=__doc__.split("\n")[0])
+    add_model_arguments(parser)
+    parser.add_argument("--kind", choices=KINDS, default="encoder-self", help="which attention (default: %(default)s)")
+    parser.add_argument("--layer", type=int, default=0, help="layer index, from 0 (default: %(default)s)")
+    parser.add_argument("--backward", action="store_true", help="also show the gradients of sum(output)")
+    parser.add_argument("--out", default="attention_step", help="output path without extension (default: %(default)s)")
+    parser.add_argument("--format", action="append", choices=["svg", "png", "pdf"],
+                        help="rendered format, repeatable (default: svg); the .dot is always written")
+    parser.add_argument("--rankdir", choices=["TB", "LR"], default="TB")
+    parser.add_argument("--no-clusters", action="store_true", help="do not box the ops of each sub-module")
+    args = parser.parse_args(argv)
+    try:
+        model = model_from_args(args)
+        start = time.perf_counter()
+        graph, _ = build_attention_graph(model, args.date, args.kind, args.layer, args.backward,
+                                         not args.no_clusters, args.rankdir)
+        built = time.perf_counter()
+        paths = render(graph, args.out, formats=tuple(args.format or ["svg"]))
+        done = time.perf_counter()
+    except (DateError, ValueError, OSError, CheckpointError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(f"wrote {', '.join(paths)}  (graph built in {built - start:.2f} s, including the forward pass; "
+          f"rendered in {done - built:.2f} s)")
+    return 0

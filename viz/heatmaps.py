@@ -1,0 +1,197 @@
+"""Attention-weight heatmaps for one date, and training curves, as PNG files (matplotlib).
+
+    python examples/attention_heatmaps.py --date 1845-01-05 --checkpoint runs/dates/model.npz
+    python examples/plot_training.py runs/dates/train_log.jsonl
+
+The model translates the date greedily, then runs once more teacher-forced on
+its own output (eval mode), and every MultiHeadAttention's ``last_weights``
+(B, heads, Tq, Tk) is read. One figure per attention kind: rows are layers,
+columns are heads; a row of a panel is a query position, a column a key
+position, and each row sums to 1.
+
+Figures are plain ``matplotlib.figure.Figure`` objects (no pyplot, so no
+global state and nothing to close; PNGs are drawn by the Agg renderer). In a
+notebook, evaluate the returned figure to show it.
+"""
+import argparse
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from transformer.checkpoint import CheckpointError
+from transformer.dates import DateError, decode
+from transformer.decoding import inference
+
+from .inputs import add_model_arguments, decoder_input_from_greedy, model_from_args, source_ids, token_labels
+
+KINDS = ("encoder-self", "decoder-self", "cross")
+TITLES = {"encoder-self": "encoder self-attention",
+          "decoder-self": "decoder masked self-attention",
+          "cross": "cross-attention (decoder queries, encoder keys)"}
+PANEL_INCHES = 2.7
+
+
+class SavedFigure(NamedTuple):
+    path: str
+    figure: Figure
+
+
+@dataclass
+class AttentionMaps:
+    """Every attention weight of one forward pass, with the tokens on each axis."""
+    date: str
+    output_text: str
+    source_tokens: list          # encoder positions: <sos> 1 8 4 5 - 0 1 - 0 5 <eos>
+    target_tokens: list          # decoder positions: <sos> + greedy output (without <eos>)
+    weights: dict = field(default_factory=dict)   # kind -> (layers, heads, Tq, Tk)
+
+    def axis_tokens(self, kind):
+        """(query tokens, key tokens) of an attention kind."""
+        queries = self.source_tokens if kind == "encoder-self" else self.target_tokens
+        keys = self.target_tokens if kind == "decoder-self" else self.source_tokens
+        return queries, keys
+
+
+def attention_maps(model, date: str) -> AttentionMaps:
+    src = source_ids(date)
+    tgt_in = decoder_input_from_greedy(model, src)
+    with inference(model):
+        model(src, tgt_in)
+    weights = {
+        "encoder-self": [layer.self_attn.last_weights[0] for layer in model.encoder.layers],
+        "decoder-self": [layer.self_attn.last_weights[0] for layer in model.decoder.layers],
+        "cross": [layer.cross_attn.last_weights[0] for layer in model.decoder.layers],
+    }
+    return AttentionMaps(date=date, output_text=decode(tgt_in[0]),
+                         source_tokens=token_labels(src[0]), target_tokens=token_labels(tgt_in[0]),
+                         weights={kind: np.stack(w) for kind, w in weights.items()})
+
+
+def plot_attention(maps: AttentionMaps, kind: str) -> Figure:
+    """A grid of heatmaps (rows = layers, columns = heads) with one shared colorbar.
+
+    Each panel's axes are labelled ``layer L head H`` (``Axes.get_label()``); the
+    tokens are written on the left column (queries) and the bottom row (keys).
+    """
+    weights = maps.weights[kind]
+    layers, heads = weights.shape[:2]
+    queries, keys = maps.axis_tokens(kind)
+    fig = Figure(figsize=(PANEL_INCHES * heads + 1.2, PANEL_INCHES * layers + 0.9), layout="constrained")
+    axes = fig.subplots(layers, heads, squeeze=False)
+    for layer in range(layers):
+        for head in range(heads):
+            ax = axes[layer, head]
+            image = ax.imshow(weights[layer, head], vmin=0.0, vmax=1.0, cmap="viridis", aspect="auto")
+            _label_panel(ax, layer, head, queries, keys, first_column=head == 0, last_row=layer == layers - 1)
+    fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.8, label="attention weight")
+    fig.suptitle(f"{TITLES[kind]}: {maps.date} → {maps.output_text!r}", fontsize=11)
+    return fig
+
+
+def _label_panel(ax, layer, head, queries, keys, first_column, last_row):
+    ax.set_label(f"layer {layer} head {head}")
+    ax.set_title(f"layer {layer} · head {head}", fontsize=9)
+    # every panel has the same axes: write the tokens only on the outer panels
+    # (hundreds of tick labels would make saving take seconds)
+    ax.set_xticks(range(len(keys)) if last_row else [], keys if last_row else [], fontsize=7, rotation=90)
+    ax.set_yticks(range(len(queries)) if first_column else [], queries if first_column else [], fontsize=7)
+    if last_row:
+        ax.set_xlabel("key", fontsize=8)
+    if first_column:
+        ax.set_ylabel("query", fontsize=8)
+
+
+def save_attention_heatmaps(model, date: str, out_dir=".", prefix="attention", dpi=80) -> dict:
+    """Write ``<prefix>_<kind>.png`` for the three kinds; returns kind -> SavedFigure."""
+    maps = attention_maps(model, date)
+    os.makedirs(out_dir or ".", exist_ok=True)
+    saved = {}
+    for kind in KINDS:
+        fig = plot_attention(maps, kind)
+        path = os.path.join(out_dir, f"{prefix}_{kind}.png")
+        fig.savefig(path, dpi=dpi)
+        saved[kind] = SavedFigure(path, fig)
+    return saved
+
+
+# --------------------------------------------------------------- training curves
+def read_training_log(log_jsonl) -> dict:
+    """Steps and losses of every logged step, and steps and exact match of the eval steps."""
+    steps, losses, eval_steps, exact = [], [], [], []
+    with open(log_jsonl, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                step = record["step"]
+            except (json.JSONDecodeError, KeyError, TypeError):
+                raise ValueError(f"{log_jsonl}, line {number}: not a training-log record "
+                                 "(a JSON object with a 'step')") from None
+            if record.get("loss") is not None:
+                steps.append(step)
+                losses.append(record["loss"])
+            if record.get("exact_match") is not None:
+                eval_steps.append(step)
+                exact.append(record["exact_match"])
+    if not steps:
+        raise ValueError(f"{log_jsonl} holds no training steps")
+    return {"steps": steps, "loss": losses, "eval_steps": eval_steps, "exact_match": exact}
+
+
+def plot_training_curves(log_jsonl, out_png, dpi=80) -> SavedFigure:
+    """Two panels: training loss per step (log scale) and held-out exact match per eval."""
+    log = read_training_log(log_jsonl)
+    fig = Figure(figsize=(10, 3.8), layout="constrained")
+    loss_ax, match_ax = fig.subplots(1, 2)
+    loss_ax.plot(log["steps"], log["loss"], linewidth=1)
+    loss_ax.set(title="training loss (cross-entropy)", xlabel="step", ylabel="loss", yscale="log")
+    match_ax.plot(log["eval_steps"], [100 * m for m in log["exact_match"]], marker="o")
+    match_ax.set(title="held-out exact match", xlabel="step", ylabel="exact match (%)", ylim=(-2, 102))
+    if not log["eval_steps"]:
+        match_ax.text(0.5, 0.5, "no eval steps in this log", ha="center", transform=match_ax.transAxes)
+    for ax in (loss_ax, match_ax):
+        ax.grid(alpha=0.3)
+    directory = os.path.dirname(os.fspath(out_png))
+    if directory:
+        os.makedirs(directory, exist_ok=True)
+    fig.savefig(out_png, dpi=dpi)
+    return SavedFigure(os.fspath(out_png), fig)
+
+
+# ----------------------------------------------------------------------- CLIs
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="dates-heatmaps",
+                                     description="Attention heatmaps (every layer and head) for one date.")
+    add_model_arguments(parser)
+    parser.add_argument("--out-dir", default=".", help="folder for the PNGs (default: %(default)s)")
+    parser.add_argument("--prefix", default="attention", help="file name prefix (default: %(default)s)")
+    args = parser.parse_args(argv)
+    try:
+        saved = save_attention_heatmaps(model_from_args(args), args.date, args.out_dir, args.prefix)
+    except (DateError, ValueError, OSError, CheckpointError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print("wrote " + ", ".join(s.path for s in saved.values()))
+    return 0
+
+
+def curves_main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="dates-plot-training",
+                                     description="Loss and held-out exact-match curves from a training log.")
+    parser.add_argument("log", nargs="?", default="runs/dates/train_log.jsonl",
+                        help="the JSON-lines log written by dates-train (default: %(default)s)")
+    parser.add_argument("--out", default="training_curves.png", help="output PNG (default: %(default)s)")
+    args = parser.parse_args(argv)
+    try:
+        saved = plot_training_curves(args.log, args.out)
+    except (ValueError, OSError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(f"wrote {saved.path}")
+    return 0

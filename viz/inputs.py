@@ -1,0 +1,84 @@
+"""What every viz command starts from: a model (checkpoint or fresh and seeded) and one date.
+
+A fresh model is what you get before training: ``minigrad.manual_seed(seed)``
+then ``Transformer(config)``, so the same seed always draws the same weights.
+"""
+import sys
+
+import numpy as np
+
+import minigrad
+from transformer.config import ModelConfig
+from transformer.dates import EOS, SOS, VOCAB, encode, parse_iso_date, translate_reference
+from transformer.decoding import greedy_decode
+from transformer.model import Transformer
+
+
+def add_model_arguments(parser, default_date="1845-01-05"):
+    """The options every viz CLI shares: the date, a checkpoint or a fresh model's shape."""
+    parser.add_argument("--date", default=default_date, help="an ISO date YYYY-MM-DD (default: %(default)s)")
+    parser.add_argument("--checkpoint", metavar="PATH",
+                        help="a trained checkpoint (runs/dates/model.npz); default: a fresh seeded model")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the fresh model (default: %(default)s)")
+    parser.add_argument("--d-model", type=int, default=None, help="width of the fresh model (default: 64)")
+    parser.add_argument("--heads", type=int, default=None, help="heads of the fresh model (default: 4)")
+    parser.add_argument("--layers", type=int, default=None, help="encoder and decoder layers of the fresh model")
+
+
+def model_from_args(args) -> Transformer:
+    return load_or_create_model(args.checkpoint, args.seed, args.d_model, args.heads, args.layers)
+
+
+def load_or_create_model(checkpoint=None, seed=0, d_model=None, heads=None, layers=None) -> Transformer:
+    """The checkpoint's model, or a fresh one seeded with ``seed``, in eval mode."""
+    if checkpoint:
+        if any(v is not None for v in (d_model, heads, layers)):
+            print("note: --d-model/--heads/--layers apply to a fresh model; the checkpoint's shape is used",
+                  file=sys.stderr)
+        from transformer.training import load_model
+        return load_model(checkpoint)
+    defaults = ModelConfig()
+    d_model = d_model or defaults.d_model
+    heads = heads or _default_heads(d_model, defaults.num_heads)
+    layers = layers or defaults.num_encoder_layers
+    config = ModelConfig(d_model=d_model, num_heads=heads, num_encoder_layers=layers,
+                         num_decoder_layers=layers, d_ff=4 * d_model)
+    minigrad.manual_seed(seed)
+    return Transformer(config).eval()
+
+
+def _default_heads(d_model, heads):
+    """The default head count, or fewer when it does not divide d_model."""
+    while d_model % heads:
+        heads -= 1
+    return heads
+
+
+def source_ids(date: str) -> np.ndarray:
+    """'1676-11-30' -> (1, 12) ids; raises transformer.dates.DateError for a bad date."""
+    parse_iso_date(date)
+    return encode(date)[None, :].astype(np.int64)
+
+
+def decoder_input_from_greedy(model, src: np.ndarray) -> np.ndarray:
+    """(1, T) ids: <sos> followed by the model's greedy output up to (not including) <eos>.
+
+    Feeding these back teacher-forced reproduces the greedy run, so position t of
+    the decoder is the one that produced output character t.
+    """
+    out = greedy_decode(model, src)[0]
+    stop = np.flatnonzero(out == EOS)
+    produced = out[: stop[0]] if len(stop) else out
+    limit = model.config.max_len - 1
+    return np.concatenate([[SOS], produced[:limit]])[None, :].astype(np.int64)
+
+
+def decoder_input_from_reference(date: str) -> np.ndarray:
+    """(1, T) ids: <sos> followed by the correct answer ('January 5, 1845'), without <eos>."""
+    answer = encode(translate_reference(date))
+    return answer[None, :-1].astype(np.int64)
+
+
+def token_labels(ids) -> list:
+    """Tick/row labels: '<sos>', '1', '-', ... (a space is shown as '␣')."""
+    return ["␣" if VOCAB[i] == " " else VOCAB[i] for i in np.asarray(ids).reshape(-1)]
