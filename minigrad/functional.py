@@ -5,6 +5,13 @@ from . import ops, rng
 from .tensor import Tensor, as_tensor
 
 
+def linear(x: Tensor, weight: Tensor, bias: Tensor = None) -> Tensor:
+    """x @ weight + bias (weight is (in, out)); one fused op when there is a bias."""
+    if bias is None:
+        return x @ weight
+    return ops.Linear.apply(x, weight, bias)
+
+
 def relu(x: Tensor) -> Tensor:
     return ops.ReLU.apply(x)
 

@@ -178,8 +178,7 @@ class Linear(Module):
         if x.shape[-1] != self.in_features:
             raise ValueError(f"Linear({self.in_features}, {self.out_features}) expects inputs whose last "
                              f"dimension is {self.in_features}, got shape {x.shape}")
-        y = x @ self.weight
-        return y + self.bias if self.bias is not None else y
+        return F.linear(x, self.weight, self.bias)
 
     def extra_repr(self):
         return f"{self.in_features}, {self.out_features}, bias={self.bias is not None}"

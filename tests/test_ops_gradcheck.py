@@ -304,6 +304,20 @@ def _np_layer_norm(x, w, b, eps=1e-5):
     return (x - mean) / np.sqrt(var + eps) * w + b
 
 
+@pytest.mark.parametrize("x_shape", [(5, 3), (2, 4, 3), (2, 2, 4, 3)], ids=str)
+def test_linear_fused(x_shape):
+    helper_test_op([x_shape, (3, 4), (4,)], F.linear, lambda x, w, b: x @ w + b)
+
+
+def test_linear_without_bias_is_a_matmul():
+    helper_test_op([(2, 5, 3), (3, 4)], lambda x, w: F.linear(x, w), lambda x, w: x @ w)
+
+
+def test_linear_with_repeated_input():
+    helper_test_op([(4, 4), (4,)], lambda w, b: F.linear(F.linear(w, w, b), w, b),
+                   lambda w, b: (w @ w + b) @ w + b)
+
+
 def test_layer_norm(): helper_test_op([(2, 3, 5), (5,), (5,)], F.layer_norm, _np_layer_norm)
 def test_layer_norm_2d(): helper_test_op([(4, 6), (6,), (6,)], F.layer_norm, _np_layer_norm, seed=3)
 def test_layer_norm_defaults(): helper_test_op([(3, 4)], lambda x: F.layer_norm(x), lambda x: _np_layer_norm(x, 1, 0))

@@ -7,9 +7,9 @@ the chosen MultiHeadAttention's arguments are captured; that module is then
 called again on copies of those arguments inside ``record_scopes(model)``, so
 the drawing holds only its tens of nodes, clustered by sub-module:
 
-    x -> w_q / w_k / w_v (MatMul, Add) -> split heads (Reshape, Transpose) -> Q, K, V
+    x -> w_q / w_k / w_v (Linear) -> split heads (Reshape, Transpose) -> Q, K, V
       -> Q Kᵀ (Transpose, MatMul) -> ÷ √d_k (Div) -> mask (MaskedFill) -> Softmax
-      -> weights @ V (MatMul) -> heads concatenated (Transpose, Reshape) -> w_o (MatMul, Add)
+      -> weights @ V (MatMul) -> heads concatenated (Transpose, Reshape) -> w_o (Linear)
 
 ``--backward`` also runs ``output.sum().backward(retain_graph=True)`` with every
 intermediate retaining its gradient, and shows each gradient's shape and norm.

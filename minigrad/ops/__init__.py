@@ -7,13 +7,13 @@
     select.py      Where MaskedFill
     matmul.py      MatMul
     softmax.py     Softmax LogSoftmax
-    nn_ops.py      LayerNorm Dropout CrossEntropy
+    nn_ops.py      Linear LayerNorm Dropout CrossEntropy
 """
 from .arithmetic import Add, Div, Mul, Neg, Pow, Sub
 from .checks import normalize_axis, normalize_axes
 from .elementwise import Cast, Exp, GELU, Log, ReLU, Sqrt, Tanh
 from .matmul import MatMul, matmul
-from .nn_ops import CrossEntropy, Dropout, LayerNorm
+from .nn_ops import CrossEntropy, Dropout, LayerNorm, Linear
 from .reduce import Max, Mean, Sum
 from .select import MaskedFill, Where, where
 from .shape import Concatenate, GetItem, Reshape, Stack, Transpose, concatenate, stack

@@ -42,11 +42,11 @@ class Tanh(Function):
 
 class ReLU(Function):
     def forward(self, a):
-        self.positive = a > 0
-        return np.where(self.positive, a, a.dtype.type(0))
+        self.out = np.maximum(a, a.dtype.type(0))   # several times faster than np.where here
+        return self.out
 
     def backward(self, grad):
-        return grad * self.positive
+        return grad * (self.out > 0)
 
 
 class GELU(Function):

@@ -9,6 +9,30 @@ from .. import kernels
 from ..function import Function
 
 
+class Linear(Function):
+    """y = x @ weight + bias, x (..., in), weight (in, out), bias (out,).
+
+    One node instead of MatMul + Add: the batch is folded into the rows so BLAS
+    runs once, and the bias is added in place, saving one full-size temporary.
+    """
+
+    def forward(self, x, weight, bias):
+        if x.shape[-1] != weight.shape[0] or bias.shape != weight.shape[1:]:
+            raise ValueError(f"linear: input {x.shape}, weight {weight.shape} and bias {bias.shape} do not fit "
+                             "(need x (..., in), weight (in, out), bias (out,))")
+        self.x, self.weight = x, weight
+        y = kernels.matmul(x, weight)
+        y += bias
+        return y
+
+    def backward(self, grad):
+        need_x, need_weight, need_bias = self.needs_input_grad
+        rows = grad.reshape(-1, grad.shape[-1])                      # (all positions, out)
+        return (kernels.matmul(grad, self.weight.T) if need_x else None,
+                kernels.matmul(self.x.reshape(-1, self.x.shape[-1]).T, rows) if need_weight else None,
+                rows.sum(axis=0) if need_bias else None)
+
+
 class LayerNorm(Function):
     """y = (x - mean) / sqrt(var + eps) * weight + bias over the last axis."""
 

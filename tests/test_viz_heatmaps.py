@@ -1,0 +1,117 @@
+"""viz.heatmaps: attention heatmaps per layer and head, and training curves."""
+import json
+
+import numpy as np
+import pytest
+
+from viz.heatmaps import (attention_maps, curves_main, main, plot_training_curves, read_training_log,
+                          save_attention_heatmaps)
+from transformer.decoding import greedy_decode
+from viz.inputs import load_or_create_model, source_ids, token_labels
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+SOURCE_TOKENS = ["<sos>", "1", "8", "4", "5", "-", "0", "1", "-", "0", "5", "<eos>"]
+LAYERS, HEADS = 2, 2
+
+
+@pytest.fixture(scope="module")
+def model():
+    return load_or_create_model(seed=0, d_model=16, heads=HEADS, layers=LAYERS)
+
+
+@pytest.fixture(scope="module")
+def saved(model, tmp_path_factory):
+    return save_attention_heatmaps(model, "1845-01-05", tmp_path_factory.mktemp("maps"), prefix="att")
+
+
+def panels(fig):
+    return {ax.get_label(): ax for ax in fig.axes if ax.get_label().startswith("layer")}
+
+
+def test_one_png_per_kind_with_one_panel_per_head(saved):
+    assert set(saved) == {"encoder-self", "decoder-self", "cross"}
+    for kind, (path, fig) in saved.items():
+        assert path.endswith(f"att_{kind}.png") and open(path, "rb").read(8) == PNG_MAGIC
+        assert sorted(panels(fig)) == [f"layer {l} head {h}" for l in range(LAYERS) for h in range(HEADS)]
+        assert sum(ax.get_label() == "<colorbar>" for ax in fig.axes) == 1
+        assert "1845-01-05" in fig._suptitle.get_text()
+
+
+def test_axes_are_labelled_with_the_characters(saved, model):
+    maps = attention_maps(model, "1845-01-05")
+    bottom_left = lambda kind: panels(saved[kind].figure)[f"layer {LAYERS - 1} head 0"]  # noqa: E731
+    ticks = lambda labels: [t.get_text() for t in labels]  # noqa: E731
+
+    encoder = bottom_left("encoder-self")
+    assert ticks(encoder.get_xticklabels()) == SOURCE_TOKENS == ticks(encoder.get_yticklabels())
+    cross = bottom_left("cross")
+    assert ticks(cross.get_xticklabels()) == SOURCE_TOKENS
+    assert ticks(cross.get_yticklabels()) == maps.target_tokens and maps.target_tokens[0] == "<sos>"
+    decoder = bottom_left("decoder-self")
+    assert ticks(decoder.get_xticklabels()) == maps.target_tokens == ticks(decoder.get_yticklabels())
+    # the decoder side is the greedy output fed back: its characters, not the reference answer
+    greedy = greedy_decode(model, source_ids("1845-01-05"))[0]
+    assert maps.target_tokens[1:] == token_labels(greedy[: len(maps.target_tokens) - 1])
+
+
+def test_panels_show_the_models_weights(saved, model):
+    maps = attention_maps(model, "1845-01-05")
+    for kind, (_, fig) in saved.items():
+        for layer in range(LAYERS):
+            for head in range(HEADS):
+                shown = panels(fig)[f"layer {layer} head {head}"].images[0].get_array()
+                np.testing.assert_allclose(shown, maps.weights[kind][layer, head])
+        np.testing.assert_allclose(maps.weights[kind].sum(axis=-1), 1.0, atol=1e-5)
+    queries, keys = len(maps.target_tokens), len(SOURCE_TOKENS)
+    assert maps.weights["cross"].shape == (LAYERS, HEADS, queries, keys)
+    assert maps.weights["decoder-self"].shape == (LAYERS, HEADS, queries, queries)
+    # masked self-attention: nothing above the diagonal
+    decoder = maps.weights["decoder-self"]
+    assert np.all(np.triu(decoder, k=1) == 0) and not np.all(np.tril(decoder, k=-1) == 0)
+
+
+def _write_log(path, records):
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def test_training_curves_plot_loss_and_exact_match(tmp_path):
+    records = [{"step": s, "loss": 4.0 / s, "lr": 1e-3} for s in range(1, 11)]
+    records[4]["exact_match"], records[9]["exact_match"] = 0.25, 0.75
+    saved = plot_training_curves(_write_log(tmp_path / "log.jsonl", records), tmp_path / "out" / "curves.png")
+    assert open(saved.path, "rb").read(8) == PNG_MAGIC
+    loss_ax, match_ax = saved.figure.axes
+    assert list(loss_ax.lines[0].get_xdata()) == list(range(1, 11))
+    np.testing.assert_allclose(loss_ax.lines[0].get_ydata(), [4.0 / s for s in range(1, 11)])
+    assert list(match_ax.lines[0].get_xdata()) == [5, 10]
+    np.testing.assert_allclose(match_ax.lines[0].get_ydata(), [25.0, 75.0])
+    assert "exact match" in match_ax.get_title() and loss_ax.get_yscale() == "log"
+
+
+def test_training_log_errors_name_the_line(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"step": 1, "loss": 2.0}\nnot json\n')
+    with pytest.raises(ValueError, match="line 2"):
+        read_training_log(bad)
+    assert curves_main([str(bad), "--out", str(tmp_path / "x.png")]) == 2
+    assert curves_main([str(tmp_path / "missing.jsonl")]) == 2
+
+
+def test_heatmap_cli(tmp_path, capsys):
+    args = ["--d-model", "8", "--heads", "2", "--layers", "1", "--out-dir", str(tmp_path)]
+    assert main(args) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "attention_cross.png", "attention_decoder-self.png", "attention_encoder-self.png"]
+    assert main(args + ["--date", "1845-13-05"]) == 2
+    assert "error:" in capsys.readouterr().err
+
+
+def test_checkpoint_models_are_loaded_not_recreated(tmp_path, model):
+    from transformer.checkpoint import save_checkpoint
+    path = str(tmp_path / "model.npz")
+    save_checkpoint(path, model.state_dict(), {}, {"model_config": model.config.to_dict()})
+    loaded = load_or_create_model(checkpoint=path, seed=123)
+    for (name, p), (_, q) in zip(model.named_parameters(), loaded.named_parameters()):
+        np.testing.assert_array_equal(p.data, q.data, err_msg=name)
+    assert main(["--checkpoint", path, "--out-dir", str(tmp_path), "--prefix", "ckpt"]) == 0
+    assert (tmp_path / "ckpt_cross.png").exists()
