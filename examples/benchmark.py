@@ -16,7 +16,6 @@ warm-up) are left out of the medians.
 """
 import argparse
 import os
-import platform
 import statistics
 import sys
 import time
@@ -27,16 +26,11 @@ import numpy as np  # noqa: E402
 
 
 def machine_summary() -> str:
-    cpu = platform.processor() or "unknown cpu"
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    import numba
-    blas = os.environ.get("OPENBLAS_NUM_THREADS", "unset")
-    return (f"{cpu}, {os.cpu_count()} cores; Python {platform.python_version()}, numpy {np.__version__}, "
-            f"numba {numba.__version__}; OPENBLAS_NUM_THREADS={blas}")
+    from benchmark_kernels import machine_info
+    info = machine_info()
+    return (f"{info['cpu']}, {info['cores']} cores, load average {info['load_average_1min']:.2f}; "
+            f"Python {info['python']}, numpy {info['numpy']} ({info['blas']}), numba {info['numba']}; "
+            f"OPENBLAS_NUM_THREADS={info['OPENBLAS_NUM_THREADS']}")
 
 
 def time_training_steps(backend: str, steps: int, warmup: int = 3) -> dict:
@@ -98,8 +92,9 @@ def main(argv=None):
     parser.add_argument("--skip-kernels", action="store_true", help="only the end-to-end part")
     parser.add_argument("--skip-end-to-end", action="store_true", help="only the kernel part")
     args = parser.parse_args(argv)
-    print(f"machine: {machine_summary()}")
-    if not args.skip_kernels:
+    if args.skip_kernels:
+        print(f"machine: {machine_summary()}")
+    else:
         from benchmark_kernels import run_kernel_benchmarks
         run_kernel_benchmarks(quick=args.quick)
     if not args.skip_end_to_end:
