@@ -8,6 +8,8 @@ import math
 
 import numpy as np
 
+from . import kernels
+
 
 class Optimizer:
     def __init__(self, params, lr: float):
@@ -106,18 +108,12 @@ class Adam(Optimizer):
                 self.update(i, p, p.grad)
 
     def update(self, i, p, grad):
-        b1, b2 = self.betas
-        if self.weight_decay:
-            grad = grad + self.weight_decay * p.data
         if self.m[i] is None:
             self.m[i] = np.zeros_like(p.data)
             self.v[i] = np.zeros_like(p.data)
-        m, v = self.m[i], self.v[i]
-        m *= b1
-        m += (1 - b1) * grad
-        v *= b2
-        v += (1 - b2) * grad * grad
-        p.data -= self._step_size * m / (np.sqrt(v) + self._eps_hat)
+        # the arithmetic (and its plain numpy twin) is kernels.adam_update
+        kernels.adam_update(p.data, grad, self.m[i], self.v[i], *self.betas, self._step_size,
+                            self._eps_hat, self.weight_decay)
 
     def state_dict(self):
         return {**super().state_dict(), "betas": list(self.betas), "eps": self.eps,

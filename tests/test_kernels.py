@@ -428,3 +428,24 @@ def test_kernels_run_as_plain_python_with_jit_disabled():
         print("ok")
     """
     assert run_python(code, NUMBA_DISABLE_JIT="1").strip() == "ok"
+
+
+# ---------------------------------------------------------------------- Adam update
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("weight_decay", [0.0, 0.01])
+def test_adam_update_kernel_matches_numpy_twin(dtype, weight_decay):
+    rng = np.random.default_rng(7)
+    shape = (13, 5)
+    param, grad = rng.standard_normal(shape).astype(dtype), rng.standard_normal(shape).astype(dtype)
+    m, v = rng.standard_normal(shape).astype(dtype), rng.random(shape).astype(dtype)
+    twin = [a.copy() for a in (param, grad, m, v)]
+    before = param.copy()
+    args = (0.9, 0.98, 1e-3, 1e-9, weight_decay)
+    kernels.adam_update(param, grad, m, v, *args)
+    kernels.adam_update_numpy(*twin, *args)
+    tol = 1e-6 if dtype == np.float32 else 1e-12
+    for got, want in zip((param, m, v), (twin[0], twin[2], twin[3])):
+        assert got.dtype == dtype
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+    assert np.abs(param - before).min() > 0                      # every entry updated in place
+    np.testing.assert_array_equal(grad, twin[1])                  # the gradient is left alone

@@ -46,7 +46,7 @@ class ReLU(Function):
         return self.out
 
     def backward(self, grad):
-        return grad * (self.out > 0)
+        return np.multiply(grad, self.out > 0, dtype=grad.dtype)
 
 
 class GELU(Function):

@@ -36,10 +36,16 @@ class MaskedFill(Function):
         if broadcast_shape("masked_fill", self.mask.shape, a.shape) != a.shape:
             raise ValueError(f"masked_fill: mask of shape {self.mask.shape} would enlarge the tensor of "
                              f"shape {a.shape}; the mask must broadcast to the tensor's shape")
-        return np.where(self.mask, a.dtype.type(value), a)
+        # a * keep + fill: two fast passes where np.where with a broadcast mask is ~5x
+        # slower; keep and fill have only the mask's (small) shape.
+        self.keep = (~self.mask).astype(a.dtype)
+        fill = np.where(self.mask, a.dtype.type(value), a.dtype.type(0))
+        if not np.isfinite(a).all():
+            return np.where(self.mask, a.dtype.type(value), a)   # inf * 0 would be NaN
+        return a * self.keep + fill
 
     def backward(self, grad):
-        return np.where(self.mask, grad.dtype.type(0), grad)
+        return grad * self.keep
 
 
 def where(condition, a, b):

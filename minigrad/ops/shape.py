@@ -22,11 +22,12 @@ class Reshape(Function):
 class Transpose(Function):
     def forward(self, a, axes=None):
         if axes is None:
-            axes = tuple(reversed(range(a.ndim)))
-        elif sorted(normalize_axis(x, a.ndim, "transpose") for x in axes) != list(range(a.ndim)):
-            raise ValueError(f"transpose: axes {tuple(axes)} are not a permutation of the "
-                             f"{a.ndim} axes of shape {a.shape}")
-        self.axes = tuple(normalize_axis(x, a.ndim, "transpose") for x in axes)
+            self.axes = tuple(reversed(range(a.ndim)))
+        else:
+            self.axes = tuple(normalize_axis(x, a.ndim, "transpose") for x in axes)
+            if sorted(self.axes) != list(range(a.ndim)):
+                raise ValueError(f"transpose: axes {tuple(axes)} are not a permutation of the "
+                                 f"{a.ndim} axes of shape {a.shape}")
         return a.transpose(self.axes)
 
     def backward(self, grad):
