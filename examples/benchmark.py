@@ -71,7 +71,7 @@ def time_greedy_decoding(backend: str, repeats: int) -> dict:
 
 def run_end_to_end(quick: bool):
     steps, repeats = (15, 2) if quick else (40, 5)
-    print(f"\n== End to end: date model, default config (d_model 64, 4 heads, 2+2 layers, d_ff 256) ==")
+    print("\n== End to end: date model, default config (d_model 64, 4 heads, 2+2 layers, d_ff 256) ==")
     print(f"training step = forward + backward + clip + Adam, batch 128; median of {steps} steps")
     rows = {}
     for backend in ("numba", "numpy"):

@@ -16,7 +16,6 @@ side by side.
 """
 import numpy as np
 
-from . import grad_mode
 from .function import unbroadcast
 
 

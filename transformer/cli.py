@@ -22,10 +22,6 @@ def _fail(message: str) -> int:
     return 2
 
 
-def _parse(parser, argv):
-    return parser.parse_args(argv)
-
-
 # ------------------------------------------------------------------- train
 def train_main(argv=None) -> int:
     from .config import ModelConfig
@@ -52,7 +48,7 @@ def train_main(argv=None) -> int:
     p.add_argument("--dropout", type=float, default=m.dropout)
     p.add_argument("--positional", choices=["sinusoidal", "learned"], default=m.positional)
     p.add_argument("--no-progress", action="store_true", help="no progress bar (logs only)")
-    args = _parse(p, argv)
+    args = p.parse_args(argv)
 
     wall_start = time.perf_counter()
     try:
@@ -112,7 +108,7 @@ def translate_main(argv=None) -> int:
     group.add_argument("--temperature", type=float, metavar="T", help="sample with temperature T (0 = greedy)")
     p.add_argument("--top-k", type=int, help="with --temperature: sample among the K most likely tokens")
     p.add_argument("--seed", type=int, default=None, help="random seed for sampling")
-    args = _parse(p, argv)
+    args = p.parse_args(argv)
 
     texts = args.dates or [line.strip() for line in sys.stdin if line.strip()]
     if not texts:
@@ -155,7 +151,7 @@ def evaluate_main(argv=None) -> int:
     p.add_argument("--beam", type=int, default=1, metavar="K", help="beam width (1 = greedy)")
     p.add_argument("--show", type=int, default=5, metavar="N", help="show up to N wrong outputs")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
-    args = _parse(p, argv)
+    args = p.parse_args(argv)
     try:
         model = load_model(args.checkpoint)
     except CheckpointError as error:

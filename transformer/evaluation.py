@@ -1,7 +1,7 @@
 """Held-out accuracy: exact match of whole outputs, and per-character accuracy."""
 import numpy as np
 
-from .dates import EOS, PAD, decode_batch
+from .dates import PAD, decode_batch
 from .decoding import beam_search, greedy_decode
 
 

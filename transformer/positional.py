@@ -7,7 +7,7 @@ The seed's worked value: PE(3, 0) = sin(3 / 10000^0) = sin 3 = 0.1411.
 """
 import numpy as np
 
-from minigrad import Tensor, nn
+from minigrad import nn
 
 
 def sinusoidal_encoding(length: int, d_model: int) -> np.ndarray:

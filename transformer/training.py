@@ -12,7 +12,7 @@ resumed from a checkpoint continues exactly as the uninterrupted run would.
 import json
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
