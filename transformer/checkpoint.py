@@ -59,7 +59,11 @@ def load_checkpoint(path):
     try:
         with np.load(path, allow_pickle=False) as archive:
             arrays = {name: archive[name] for name in archive.files}
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as error:
+    except ValueError:
+        # numpy says "contains pickled data ... allow_pickle": never the right advice here
+        raise CheckpointError(f"checkpoint {path} is corrupt or not a minigrad checkpoint "
+                              "(not a readable .npz archive)") from None
+    except (OSError, zipfile.BadZipFile, EOFError) as error:
         raise CheckpointError(f"checkpoint {path} is corrupt or not a minigrad checkpoint ({error})") from None
     if "meta.json" not in arrays:
         raise CheckpointError(f"checkpoint {path} has no meta.json entry: not a minigrad checkpoint")
