@@ -32,7 +32,10 @@ def train_main(argv=None) -> int:
     m, t = ModelConfig(), TrainConfig()
     p.add_argument("--out", default="runs/dates", help="folder for the checkpoint and training log (default: %(default)s)")
     p.add_argument("--resume", metavar="CHECKPOINT", help="continue the run saved in this checkpoint")
-    p.add_argument("--steps", type=int, default=None, help=f"total optimizer steps (default: {t.steps})")
+    p.add_argument("--steps", type=int, default=None,
+                   help=f"total optimizer steps (default: {t.steps}); with --resume a new total, and the "
+                        "cosine schedule is stretched to it (keep it unchanged to finish a run exactly "
+                        "as if uninterrupted)")
     p.add_argument("--batch-size", type=int, default=t.batch_size)
     p.add_argument("--lr", type=float, default=t.lr, help="peak learning rate after warm-up")
     p.add_argument("--warmup", type=int, default=t.warmup)
