@@ -27,9 +27,13 @@ class Optimizer:
 
     def step(self):
         self.step_count += 1
+        self.begin_step()
         for i, p in enumerate(self.params):
             if p.grad is not None:
                 self.update(i, p, p.grad)
+
+    def begin_step(self):
+        """Per-step work shared by all parameters (after step_count is advanced)."""
 
     def update(self, i, param, grad):
         raise NotImplementedError
@@ -97,15 +101,11 @@ class Adam(Optimizer):
         self.m = [None] * len(self.params)
         self.v = [None] * len(self.params)
 
-    def step(self):
-        self.step_count += 1
+    def begin_step(self):
         b1, b2 = self.betas
         # bias corrections folded into the step size (as PyTorch does)
         self._step_size = self.lr * math.sqrt(1 - b2 ** self.step_count) / (1 - b1 ** self.step_count)
         self._eps_hat = self.eps * math.sqrt(1 - b2 ** self.step_count)
-        for i, p in enumerate(self.params):
-            if p.grad is not None:
-                self.update(i, p, p.grad)
 
     def update(self, i, p, grad):
         if self.m[i] is None:

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from minigrad import Tensor, nn
+from minigrad import Tensor, nn, rng
 
 from .attention import causal_mask, padding_mask
 from .config import ModelConfig
@@ -63,8 +63,7 @@ class Transformer(nn.Module):
         # Xavier-uniform for every matrix, as the paper's reference code and the
         # PyTorch reference in shared/bench do; with embeddings scaled by sqrt(d)
         # this trains the date task in a few hundred steps.
-        from minigrad import rng
-        for name, p in self.named_parameters():
+        for p in self.parameters():
             if p.ndim == 2:
                 bound = math.sqrt(6.0 / (p.shape[0] + p.shape[1]))
                 p.data = rng.generator().uniform(-bound, bound, p.shape).astype(p.dtype)

@@ -26,12 +26,16 @@ class MatMul(Function):
         grad_b = None
         if need_b:
             if b.ndim == 2 and a.ndim > 2:
-                # A weight shared by every row of a batch: fold the batch into the
-                # rows and let one BLAS call do the sum over it.
-                grad_b = kernels.matmul(a.reshape(-1, a.shape[-1]).T, grad.reshape(-1, grad.shape[-1]))
+                grad_b = shared_weight_grad(a, grad)
             else:
                 grad_b = kernels.matmul(a.swapaxes(-1, -2), grad)  # the engine sums broadcast batch dims
         return grad_a, grad_b
+
+
+def shared_weight_grad(x, grad):
+    """Gradient of W in x @ W for x (..., in), W (in, out): fold the batch into the
+    rows so one BLAS call does the sum over every row."""
+    return kernels.matmul(x.reshape(-1, x.shape[-1]).T, grad.reshape(-1, grad.shape[-1]))
 
 
 def matmul(a, b):

@@ -7,6 +7,7 @@ import numpy as np
 
 from .. import kernels
 from ..function import Function
+from .matmul import shared_weight_grad
 
 
 class Linear(Function):
@@ -29,7 +30,7 @@ class Linear(Function):
         need_x, need_weight, need_bias = self.needs_input_grad
         rows = grad.reshape(-1, grad.shape[-1])                      # (all positions, out)
         return (kernels.matmul(grad, self.weight.T) if need_x else None,
-                kernels.matmul(self.x.reshape(-1, self.x.shape[-1]).T, rows) if need_weight else None,
+                shared_weight_grad(self.x, grad) if need_weight else None,
                 rows.sum(axis=0) if need_bias else None)
 
 

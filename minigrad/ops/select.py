@@ -39,10 +39,11 @@ class MaskedFill(Function):
         # a * keep + fill: two fast passes where np.where with a broadcast mask is ~5x
         # slower; keep and fill have only the mask's (small) shape.
         self.keep = (~self.mask).astype(a.dtype)
-        fill = np.where(self.mask, a.dtype.type(value), a.dtype.type(0))
         if not np.isfinite(a).all():
             return np.where(self.mask, a.dtype.type(value), a)   # inf * 0 would be NaN
-        return a * self.keep + fill
+        out = a * self.keep
+        out += np.where(self.mask, a.dtype.type(value), a.dtype.type(0))
+        return out
 
     def backward(self, grad):
         return grad * self.keep
