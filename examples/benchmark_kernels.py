@@ -27,6 +27,7 @@ if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
 from minigrad import kernels  # noqa: E402
+from minigrad.kernels import matmul_kernels  # noqa: E402
 
 
 # --------------------------------------------------------------------------- timing
@@ -110,7 +111,7 @@ def matmul_rows(repeats):
         flops = 2.0 * batch * a.shape[-2] * a.shape[-1] * b.shape[-1]
         reps = max(10, min(repeats, int(repeats * 2e7 / flops)))  # fewer repetitions for the big ones
         row = _row("matmul", name, lambda: kernels.matmul(a, b), lambda: np.matmul(a, b), reps, flops)
-        row["path"] = "numba" if kernels._use_numba_matmul(a, b) else "BLAS"
+        row["path"] = "numba" if matmul_kernels._use_numba_matmul(a, b) else "BLAS"
         rows.append(row)
     return rows
 
@@ -194,7 +195,7 @@ import numpy as np
 import numba
 numba.config.THREADING_LAYER = sys.argv[1]
 from numba import njit, prange
-from minigrad import kernels as K
+from minigrad.kernels import matmul_kernels as K
 
 @njit(parallel=True)
 def parallel_matmul(a, b, out):  # the serial kernel's batch loop, as a prange

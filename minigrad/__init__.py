@@ -3,7 +3,7 @@
     tensor.py     Tensor and backward (iterative topological order)
     function.py   the op base class and the central un-broadcast
     ops/          every op, forward and backward side by side
-    kernels.py    the Numba kernels and their numpy twins (one switch)
+    kernels/      the Numba kernels and their numpy twins (one switch)
     functional.py softmax, cross_entropy, layer_norm, dropout, ...
     nn.py         Module, Parameter, Linear, LayerNorm, Dropout, Embedding
     optim.py      SGD, Adam, warm-up schedules, gradient clipping

@@ -1,4 +1,4 @@
-"""Tests for minigrad/kernels.py: each Numba kernel against its numpy twin, the
+"""Tests for minigrad/kernels/: each Numba kernel against its numpy twin, the
 edge cases (masked rows, huge logits, transposed operands), gradients against
 finite differences, the backend switch and the cache fallback."""
 import os
@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from minigrad import kernels
+from minigrad.kernels import jit, layer_norm_kernels, matmul_kernels, simd, softmax_kernels
 
 DTYPES = [np.float32, np.float64]
 TOL = {np.float32: dict(rtol=2e-5, atol=2e-5), np.float64: dict(rtol=1e-12, atol=1e-12)}
@@ -94,21 +95,21 @@ def test_batch_kernels_every_tile_shape(m, k, n, dtype):
     every tile (8x1, 4x1, 4x2, 4x3) with ragged rows and columns, B as is and transposed."""
     a, b = rand((3, m, k), dtype, 24), rand((3, k, n), dtype, 25)
     out = np.full((3, m, n), np.nan, dtype=dtype)
-    kernels._matmul_batch(a, b, out, kernels._SAME_BATCH, kernels._SAME_BATCH)
+    matmul_kernels._matmul_batch(a, b, out, matmul_kernels._SAME_BATCH, matmul_kernels._SAME_BATCH)
     np.testing.assert_allclose(out, a @ b, **TOL[dtype])
     out[:] = np.nan
-    kernels._matmul_batch_b_transposed(a, np.ascontiguousarray(b.swapaxes(-1, -2)), out,
-                                       kernels._SAME_BATCH, kernels._SAME_BATCH)
+    matmul_kernels._matmul_batch_b_transposed(a, np.ascontiguousarray(b.swapaxes(-1, -2)), out,
+                                       matmul_kernels._SAME_BATCH, matmul_kernels._SAME_BATCH)
     np.testing.assert_allclose(out, a @ b, **TOL[dtype])
     index = np.array([2, 0], dtype=np.int64)  # broadcast batch: items picked by index
     out2 = np.empty((2, m, n), dtype=dtype)
-    kernels._matmul_batch(a, b, out2, index, index[::-1].copy())
+    matmul_kernels._matmul_batch(a, b, out2, index, index[::-1].copy())
     np.testing.assert_allclose(out2, a[index] @ b[index[::-1]], **TOL[dtype])
 
 
 def test_matmul_dispatch_rule():
     f32, lanes = np.float32, kernels.lanes(np.empty(0, np.float32))
-    use = lambda a, b: kernels._use_numba_matmul(a, b)  # noqa: E731
+    use = lambda a, b: matmul_kernels._use_numba_matmul(a, b)  # noqa: E731
     scores = (np.empty((512, 20, 16), f32), np.empty((512, 16, 20), f32))
     assert use(*scores)
     assert use(scores[0], np.empty((512, 20, 16), f32).swapaxes(-1, -2))  # Q @ K.swapaxes: B^T is fine
@@ -126,8 +127,8 @@ def test_matmul_dispatch_rule():
 def test_matmul_uses_the_kernel_only_where_the_rule_says(monkeypatch):
     calls = []
     for name in ["_matmul_batch", "_matmul_batch_b_transposed"]:
-        real = getattr(kernels, name)
-        monkeypatch.setattr(kernels, name, lambda *args, name=name, real=real: calls.append(name) or real(*args))
+        real = getattr(matmul_kernels, name)
+        monkeypatch.setattr(matmul_kernels, name, lambda *args, name=name, real=real: calls.append(name) or real(*args))
     a, b = rand((8, 20, 16), np.float32), rand((8, 16, 20), np.float32)
     kernels.matmul(a, b)
     kernels.matmul(a, np.ascontiguousarray(b.swapaxes(-1, -2)).swapaxes(-1, -2))
@@ -248,7 +249,7 @@ def test_vector_exp_accuracy(dtype):
     x = np.concatenate([np.linspace(lowest, 0, 400_003), -np.logspace(-30, 2, 1001),
                         [-np.inf, -0.0, 0.0, np.nan]]).astype(dtype)
     out = np.empty_like(x)
-    kernels._exp_nonpositive_kernel(x, out)
+    simd.exp_nonpositive_kernel(x, out)
     exact = np.exp(x.astype(np.longdouble))
     normal = exact >= np.finfo(dtype).tiny
     relative = np.abs(out[normal] - exact[normal]) / exact[normal]
@@ -342,10 +343,13 @@ def test_unknown_backend_lists_valid_names():
 def test_numpy_backend_never_touches_numba(monkeypatch):
     def boom(*args):
         raise AssertionError("a Numba kernel ran")
-    for name in ["_matmul_batch", "_matmul_batch_b_transposed", "_softmax_kernel", "_softmax_backward_kernel",
-                 "_log_softmax_kernel", "_log_softmax_backward_kernel", "_layer_norm_kernel",
-                 "_layer_norm_backward_kernel"]:
-        monkeypatch.setattr(kernels, name, boom)
+    kernel_names = {matmul_kernels: ["_matmul_batch", "_matmul_batch_b_transposed"],
+                    softmax_kernels: ["_softmax_kernel", "_softmax_backward_kernel", "_log_softmax_kernel",
+                                      "_log_softmax_backward_kernel"],
+                    layer_norm_kernels: ["_layer_norm_kernel", "_layer_norm_backward_kernel"]}
+    for module, names in kernel_names.items():
+        for name in names:
+            monkeypatch.setattr(module, name, boom)
     x, w = rand((8, 20, 16), np.float32), rand(16, np.float32)
     with pytest.raises(AssertionError, match="a Numba kernel ran"):
         kernels.softmax(x)
@@ -387,7 +391,7 @@ def test_jit_falls_back_when_the_cache_cannot_be_written(monkeypatch):
     def add_one(x):
         return x + 1
 
-    compiled = kernels._jit()(add_one)
+    compiled = jit.jit()(add_one)
     assert seen == [True, False]
     assert compiled(41) == 42 and hasattr(compiled, "signatures")  # a real Numba dispatcher
 
@@ -400,14 +404,15 @@ def test_jit_does_not_hide_other_errors(monkeypatch):
 
     monkeypatch.setattr(numba, "njit", broken_njit)
     with pytest.raises(RuntimeError, match="something else"):
-        kernels._jit()(lambda x: x)
+        jit.jit()(lambda x: x)
 
 
 def test_kernels_run_as_plain_python_with_jit_disabled():
     code = """
         import numpy as np
         from minigrad import kernels as K
-        assert not hasattr(K._softmax_kernel, "signatures")  # really not compiled
+        from minigrad.kernels import softmax_kernels
+        assert not hasattr(softmax_kernels._softmax_kernel, "signatures")  # really not compiled
         r = np.random.default_rng(0)
         for dt in (np.float32, np.float64):
             a, b = r.standard_normal((2, 5, 3)).astype(dt), r.standard_normal((2, 9, 3)).astype(dt)

@@ -2,7 +2,7 @@
 
 The arithmetic goes through ``kernels.matmul``, which picks the Numba kernel
 or BLAS (via ``np.matmul``) by shape; that choice lives in one place, in
-``minigrad/kernels.py``.
+``minigrad/kernels/``.
 """
 from .. import kernels
 from ..function import Function

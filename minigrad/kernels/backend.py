@@ -1,0 +1,45 @@
+"""The backend switch: the Numba kernels ("numba") or their plain numpy twins ("numpy").
+
+The default comes from the environment variable ``MINIGRAD_KERNELS``
+(default ``"numba"``). With ``"numpy"`` every public kernel function calls its
+numpy twin, so you can read the plain version and flip one switch to compare.
+"""
+import contextlib
+import os
+
+BACKENDS = ("numba", "numpy")
+
+
+def _checked_backend(name):
+    if name not in BACKENDS:
+        raise ValueError(f"unknown kernel backend {name!r}; valid names: {', '.join(BACKENDS)}")
+    return name
+
+
+_backend = _checked_backend(os.environ.get("MINIGRAD_KERNELS", "numba"))
+
+
+def set_backend(name):
+    """Use the Numba kernels ("numba") or the plain numpy twins ("numpy")."""
+    global _backend
+    _backend = _checked_backend(name)
+
+
+def get_backend():
+    return _backend
+
+
+def numpy_selected():
+    """True when the plain numpy twins are selected (every public kernel wrapper asks)."""
+    return _backend == "numpy"
+
+
+@contextlib.contextmanager
+def use_backend(name):
+    """``with use_backend("numpy"): ...`` runs the block on the given backend."""
+    previous = get_backend()
+    set_backend(name)
+    try:
+        yield
+    finally:
+        set_backend(previous)

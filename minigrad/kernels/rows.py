@@ -1,0 +1,24 @@
+"""Shared plumbing of the row kernels (softmax, log-softmax, layer norm): the last axis is a row.
+"""
+import numpy as np
+
+
+def as_rows(x):
+    """x as a C-contiguous 2-D (rows, last axis) array (a view when possible)."""
+    return np.ascontiguousarray(x).reshape(-1, x.shape[-1])
+
+
+def kernel_fits(*arrays):
+    """Can the row kernels take these arrays? float32/float64 of one dtype, equal
+    shapes, at least 1-D and not empty; anything else goes to the numpy twin."""
+    first = arrays[0]
+    return (first.dtype in (np.float32, np.float64) and first.ndim > 0 and first.size > 0
+            and all(a.dtype == first.dtype and a.shape == first.shape for a in arrays))
+
+
+def run_rowwise(kernel, *arrays):
+    """Run a row kernel over the last axis of arrays of equal shape; returns a new array."""
+    rows = [as_rows(a) for a in arrays]
+    out = np.empty(rows[0].shape, dtype=arrays[0].dtype)
+    kernel(*rows, out)
+    return out.reshape(arrays[0].shape)

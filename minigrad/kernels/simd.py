@@ -1,0 +1,422 @@
+"""A tiny SIMD vocabulary for Numba kernels, and a vector exp built from it.
+
+A "vector" is one register: 16 float32 / 8 float64 lanes with AVX-512, 8 / 4
+with AVX2. Why we need it: the rows here are short (20 attention positions,
+16 features per head) and Numba's auto-vectoriser only starts its vector loop
+at 32 elements, so a plain loop runs scalar (2-3x slower than numpy,
+measured); Numba also ships with LLVM's SLP vectoriser switched off (it
+miscompiled code). ``vload(row, j, n, fill)`` reads ``row[j:j+n]`` (n may
+exceed the lane count; missing lanes get ``fill``), so a row of 20 is two
+vector steps, the second one masked.
+
+Each helper is also a plain Python function on small numpy arrays, which is
+what runs under ``NUMBA_DISABLE_JIT=1``; below them, the LLVM snippets that
+Numba compiles them to.
+
+Vector width: 512-bit vectors where Numba compiles for AVX-512 (measured
+~1.5x the flops of 256-bit ones on the Xeon here), 256-bit otherwise;
+``MINIGRAD_VECTOR_BYTES=32`` forces 256 bits.
+"""
+import operator
+import os
+
+import numba
+import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.core.errors import TypingError
+from numba.extending import intrinsic, models, overload, register_model
+
+from .jit import jit
+
+
+def _vector_bytes():
+    """Bytes per vector: 64 where Numba compiles for AVX-512, else 32 (AVX2).
+
+    Measured on an AVX-512 Xeon: 512-bit FMAs give ~1.5x the flops of
+    256-bit ones, so the attention products are faster with them even though
+    a row of 20 then fills 2 x 16 lanes (Q @ K^T: 165 vs 250 us). On a CPU without AVX-512 a 512-bit
+    vector would be split in two, so 256 bits is the natural width there."""
+    if os.environ.get("MINIGRAD_VECTOR_BYTES") in ("16", "32", "64"):  # override, for experiments
+        return int(os.environ["MINIGRAD_VECTOR_BYTES"])
+    features = numba.config.CPU_FEATURES
+    if features is None:
+        if numba.config.CPU_NAME not in (None, "host"):  # a portable target such as "generic"
+            return 32
+        import llvmlite.binding
+        features = llvmlite.binding.get_host_cpu_features().flatten()
+    return 64 if "+avx512f" in features.split(",") else 32
+
+
+VECTOR_BYTES = _vector_bytes()
+
+
+def lanes(array):
+    """How many elements of ``array``'s dtype fit in one vector (16/8 float32, 8/4 float64)."""
+    return VECTOR_BYTES // array.itemsize
+
+
+def vload(row, start, count, fill):
+    """``row[start:start+count]`` as a vector; lanes past ``count`` hold ``fill``."""
+    vector = np.full(lanes(row), fill, dtype=row.dtype)
+    count = max(0, min(count, len(vector)))
+    vector[:count] = row[start:start + count]
+    return vector
+
+
+def vstore(row, start, count, vector):
+    """``row[start:start+count] = vector[:count]`` (count may exceed the lane count)."""
+    count = max(0, min(count, len(vector)))
+    row[start:start + count] = vector[:count]
+
+
+def vsplat(x):
+    """A vector with every lane equal to the scalar ``x``."""
+    return np.full(VECTOR_BYTES // np.dtype(type(x)).itemsize, x)
+
+
+def vfma(acc, a, b):
+    """``acc + a * b`` lane by lane (one fused multiply-add where the CPU has it)."""
+    return acc + a * b
+
+
+def vmax(a, b):
+    """Lane-wise maximum; a NaN in ``a`` is kept (``b if a < b else a``)."""
+    return np.where(a < b, b, a)
+
+
+def vfloor(a):
+    return np.floor(a)
+
+
+def vpow2(n):
+    """2**n for whole numbers n, built straight from the exponent bits. n is
+    clipped to the exponent range (NaN counts as 0); the bottom of the range
+    (-127 for float32, -1023 for float64) has all exponent bits 0, so gives 0."""
+    if n.dtype == np.float32:
+        n = np.clip(np.nan_to_num(n, nan=0.0), -127, 127)
+        return ((n.astype(np.int32) + np.int32(127)) << np.int32(23)).view(np.float32)
+    n = np.clip(np.nan_to_num(n, nan=0.0), -1023, 1023)
+    return ((n.astype(np.int64) + np.int64(1023)) << np.int64(52)).view(np.float64)
+
+
+def hsum(vector):
+    """Sum of the lanes (pairwise: lanes i and i+half first)."""
+    while len(vector) > 1:
+        half = len(vector) // 2
+        vector = vector[:half] + vector[half:]
+    return vector[0]
+
+
+def hmax(vector):
+    """Maximum of the lanes, same NaN rule as vmax."""
+    while len(vector) > 1:
+        half = len(vector) // 2
+        vector = vmax(vector[:half], vector[half:])
+    return vector[0]
+
+
+# How Numba compiles the vocabulary: a Numba type for vectors, stored as an
+# LLVM vector such as <16 x float>, and one small LLVM snippet per helper.
+# (You can skip this part: the Python functions above say what each does.)
+class VectorType(types.Type):
+    def __init__(self, dtype):
+        self.dtype = dtype
+        self.lanes = VECTOR_BYTES * 8 // dtype.bitwidth
+        super().__init__(name=f"Vector({dtype} x {self.lanes})")
+
+
+@register_model(VectorType)
+class _VectorModel(models.PrimitiveModel):
+    def __init__(self, dmm, fe_type):
+        element = dmm.lookup(fe_type.dtype).get_value_type()
+        super().__init__(dmm, fe_type, ir.VectorType(element, fe_type.lanes))
+
+
+_I32 = ir.IntType(32)
+
+
+def _llvm_name(vector_type):  # e.g. "v16f32", the suffix of LLVM's vector intrinsics
+    return f"v{vector_type.lanes}f{vector_type.dtype.bitwidth}"
+
+
+def _llvm_function(builder, name, return_type, argument_types):
+    return cgutils.get_or_insert_function(builder.module, ir.FunctionType(return_type, argument_types), name)
+
+
+def _row_pointer(context, builder, row_type, row, start):
+    data = context.make_array(row_type)(context, builder, row).data
+    return builder.gep(data, [start], source_etype=context.get_data_type(row_type.dtype))
+
+
+def _lane_mask(builder, lane_count, count):
+    """<lane_count x i1>: lane i is on when i < count."""
+    # clip count to [0, lane_count] so it fits 32 bits: one compare of 32-bit lanes
+    lanes_value = ir.Constant(count.type, lane_count)
+    count = builder.select(builder.icmp_signed("<", count, lanes_value), count, lanes_value)
+    count = builder.trunc(builder.select(builder.icmp_signed("<", count, count.type(0)), count.type(0), count), _I32)
+    lane_index = ir.Constant(ir.VectorType(_I32, lane_count), list(range(lane_count)))
+    return builder.icmp_signed("<", lane_index, _splat_value(builder, count, lane_count))
+
+
+def _splat_value(builder, scalar, lane_count):
+    vector_type = ir.VectorType(scalar.type, lane_count)
+    vector = builder.insert_element(ir.Constant(vector_type, None), scalar, ir.Constant(_I32, 0))
+    return builder.shuffle_vector(vector, vector, ir.Constant(ir.VectorType(_I32, lane_count), [0] * lane_count))
+
+
+def _halving_reduction(builder, vector, combine):
+    """Fold the upper half of the lanes onto the lower half until one lane is left."""
+    width = vector.type.count
+    while width > 1:
+        half = width // 2
+        low = builder.shuffle_vector(vector, vector, ir.Constant(ir.VectorType(_I32, half), list(range(half))))
+        high = builder.shuffle_vector(vector, vector, ir.Constant(ir.VectorType(_I32, half), list(range(half, width))))
+        vector, width = combine(low, high), half
+    return builder.extract_element(vector, ir.Constant(_I32, 0))
+
+
+def _select_max(builder):
+    return lambda a, b: builder.select(builder.fcmp_ordered("<", a, b), b, a)
+
+
+def _is_row(row):
+    return (isinstance(row, types.Array) and row.ndim == 1 and row.layout == "C"
+            and row.dtype in (types.float32, types.float64))
+
+
+@intrinsic
+def _vload_ir(typingctx, row, start, count, fill):
+    vector_type = VectorType(row.dtype)
+
+    def codegen(context, builder, signature, args):
+        row_value, start_value, count_value, fill_value = args
+        llvm_type = context.get_value_type(vector_type)
+        pointer = _row_pointer(context, builder, signature.args[0], row_value, start_value)
+        mask = _lane_mask(builder, vector_type.lanes, count_value)
+        load = _llvm_function(builder, f"llvm.masked.load.{_llvm_name(vector_type)}.p0",
+                              llvm_type, [pointer.type, _I32, mask.type, llvm_type])
+        alignment = ir.Constant(_I32, row.dtype.bitwidth // 8)
+        return builder.call(load, [pointer, alignment, mask, _splat_value(builder, fill_value, vector_type.lanes)])
+    return vector_type(row, types.intp, types.intp, row.dtype), codegen
+
+
+@intrinsic
+def _vstore_ir(typingctx, row, start, count, vector):
+    def codegen(context, builder, signature, args):
+        row_value, start_value, count_value, vector_value = args
+        pointer = _row_pointer(context, builder, signature.args[0], row_value, start_value)
+        mask = _lane_mask(builder, vector.lanes, count_value)
+        store = _llvm_function(builder, f"llvm.masked.store.{_llvm_name(vector)}.p0",
+                               ir.VoidType(), [vector_value.type, pointer.type, _I32, mask.type])
+        builder.call(store, [vector_value, pointer, ir.Constant(_I32, row.dtype.bitwidth // 8), mask])
+        return context.get_dummy_value()
+    return types.none(row, types.intp, types.intp, vector), codegen
+
+
+@intrinsic
+def _vsplat_ir(typingctx, x):
+    def codegen(context, builder, signature, args):
+        return _splat_value(builder, args[0], signature.return_type.lanes)
+    return VectorType(x)(x), codegen
+
+
+@intrinsic
+def _vfma_ir(typingctx, acc, a, b):
+    def codegen(context, builder, signature, args):
+        llvm_type = args[0].type
+        fmuladd = _llvm_function(builder, f"llvm.fmuladd.{_llvm_name(acc)}", llvm_type, [llvm_type] * 3)
+        return builder.call(fmuladd, [args[1], args[2], args[0]])
+    return acc(acc, a, b), codegen
+
+
+@intrinsic
+def _vmax_ir(typingctx, a, b):
+    def codegen(context, builder, signature, args):
+        return _select_max(builder)(*args)
+    return a(a, b), codegen
+
+
+@intrinsic
+def _vfloor_ir(typingctx, a):
+    def codegen(context, builder, signature, args):
+        floor = _llvm_function(builder, f"llvm.floor.{_llvm_name(a)}", args[0].type, [args[0].type])
+        return builder.call(floor, args)
+    return a(a), codegen
+
+
+@intrinsic
+def _vpow2_ir(typingctx, n):
+    def codegen(context, builder, signature, args):
+        mantissa_bits, bias = (23, 127) if n.dtype == types.float32 else (52, 1023)
+        float_type = args[0].type
+        int_type = ir.VectorType(ir.IntType(n.dtype.bitwidth), n.lanes)
+        # clip n into the exponent range first (NaN -> 0): then the plain
+        # float-to-int conversion is defined and stays one vector instruction
+        x = builder.select(builder.fcmp_ordered("ord", args[0], args[0]), args[0], ir.Constant(float_type, None))
+        low, high = ir.Constant(float_type, [float(-bias)] * n.lanes), ir.Constant(float_type, [float(bias)] * n.lanes)
+        x = builder.select(builder.fcmp_ordered("<", x, low), low, x)
+        x = builder.select(builder.fcmp_ordered(">", x, high), high, x)
+        biased = builder.add(builder.fptosi(x, int_type), ir.Constant(int_type, [bias] * n.lanes))
+        bits = builder.shl(biased, ir.Constant(int_type, [mantissa_bits] * n.lanes))
+        return builder.bitcast(bits, float_type)
+    return n(n), codegen
+
+
+@intrinsic
+def _hsum_ir(typingctx, vector):
+    def codegen(context, builder, signature, args):
+        return _halving_reduction(builder, args[0], builder.fadd)
+    return vector.dtype(vector), codegen
+
+
+@intrinsic
+def _hmax_ir(typingctx, vector):
+    def codegen(context, builder, signature, args):
+        return _halving_reduction(builder, args[0], _select_max(builder))
+    return vector.dtype(vector), codegen
+
+
+@overload(lanes)
+def _lanes_numba(array):
+    count = VECTOR_BYTES // (array.dtype.bitwidth // 8)
+    return lambda array: count  # a compile-time constant
+
+
+@overload(vload)
+def _vload_numba(row, start, count, fill):
+    if not _is_row(row):
+        raise TypingError(f"vload needs a contiguous 1-D float32/float64 array, got {row}")
+    if fill != row.dtype:
+        raise TypingError(f"vload fill must be {row.dtype}, got {fill}")
+    return lambda row, start, count, fill: _vload_ir(row, start, count, fill)
+
+
+@overload(vstore)
+def _vstore_numba(row, start, count, vector):
+    if not _is_row(row) or not isinstance(vector, VectorType) or vector.dtype != row.dtype:
+        raise TypingError(f"vstore needs a contiguous 1-D array and a vector of its dtype, got {row}, {vector}")
+    return lambda row, start, count, vector: _vstore_ir(row, start, count, vector)
+
+
+@overload(vsplat)
+def _vsplat_numba(x):
+    if x in (types.float32, types.float64):
+        return lambda x: _vsplat_ir(x)
+
+
+def _same_vectors(*args):
+    return all(isinstance(a, VectorType) for a in args) and len({a.dtype for a in args}) == 1
+
+
+@overload(vfma)
+def _vfma_numba(acc, a, b):
+    if _same_vectors(acc, a, b):
+        return lambda acc, a, b: _vfma_ir(acc, a, b)
+
+
+@overload(vmax)
+def _vmax_numba(a, b):
+    if _same_vectors(a, b):
+        return lambda a, b: _vmax_ir(a, b)
+
+
+@overload(vfloor)
+def _vfloor_numba(a):
+    if isinstance(a, VectorType):
+        return lambda a: _vfloor_ir(a)
+
+
+@overload(vpow2)
+def _vpow2_numba(n):
+    if isinstance(n, VectorType):
+        return lambda n: _vpow2_ir(n)
+
+
+@overload(hsum)
+def _hsum_numba(vector):
+    if isinstance(vector, VectorType):
+        return lambda vector: _hsum_ir(vector)
+
+
+@overload(hmax)
+def _hmax_numba(vector):
+    if isinstance(vector, VectorType):
+        return lambda vector: _hmax_ir(vector)
+
+
+def _install_vector_operator(operator_function, emit):
+    """Make ``+``, ``-``, ``*`` work on vectors, and on a vector with a scalar of
+    the same dtype (a scalar of another dtype is a typing error: no silent upcast)."""
+    @intrinsic
+    def lanewise(typingctx, a, b):
+        def codegen(context, builder, signature, args):
+            return emit(builder)(*args)
+        return a(a, b), codegen
+
+    @overload(operator_function)
+    def vector_operator(a, b):
+        if _same_vectors(a, b):
+            return lambda a, b: lanewise(a, b)
+        if isinstance(a, VectorType) and b == a.dtype:
+            return lambda a, b: lanewise(a, _vsplat_ir(b))
+        if isinstance(b, VectorType) and a == b.dtype:
+            return lambda a, b: lanewise(_vsplat_ir(a), b)
+
+
+_install_vector_operator(operator.add, lambda builder: builder.fadd)
+_install_vector_operator(operator.sub, lambda builder: builder.fsub)
+_install_vector_operator(operator.mul, lambda builder: builder.fmul)
+
+
+# exp on vectors. Numba has no vectorised libm here (no SVML), so np.exp in a
+# kernel is one scalar call per element; this is the classic range reduction
+# exp(t) = 2**n * exp(r), n = round(t / ln 2), |r| <= ln(2)/2, with a
+# polynomial for exp(r). Only needed for t <= 0 (after subtracting a row max),
+# so no overflow handling. Results below ~1e-38 (float32) / ~1e-308 (float64)
+# are flushed to 0; -inf gives 0; NaN stays NaN.
+def _exp_nonpositive_f32(t):
+    f = np.float32
+    t = vmax(t, vsplat(f(-88.0)))  # exp(-88) < smallest normal float32: n = -127 -> 0
+    n = vfloor(vfma(vsplat(f(0.5)), t, vsplat(f(1.44269504088896341))))  # round(t / ln 2)
+    r = vfma(vfma(t, n, vsplat(f(-0.693359375))), n, vsplat(f(2.12194440e-4)))  # t - n ln 2 (Cody-Waite)
+    p = vsplat(f(1.9875691500e-4))  # Cephes expf polynomial, ~1 ulp; Horner with FMAs
+    for c in (f(1.3981999507e-3), f(8.3334519073e-3), f(4.1665795894e-2), f(1.6666665459e-1), f(5.0000001201e-1)):
+        p = vfma(vsplat(c), p, r)
+    p = vfma(r + f(1.0), p * r, r)  # 1 + r + r**2 * p
+    return p * vpow2(n)
+
+
+# The float64 Taylor coefficients 1/13!, 1/12!, ..., 1/0!.
+_EXP_F64_COEFFS = tuple(1.0 / float(np.prod(np.arange(1, k + 1, dtype=np.float64))) for k in range(13, -1, -1))
+
+
+def _exp_nonpositive_f64(t):
+    f = np.float64
+    t = vmax(t, vsplat(f(-709.0)))  # n = -1023 -> 0
+    n = vfloor(vfma(vsplat(f(0.5)), t, vsplat(f(1.4426950408889634))))
+    r = vfma(vfma(t, n, vsplat(f(-6.93147180369123816490e-01))), n, vsplat(f(-1.90821492927058770002e-10)))
+    p = vsplat(f(_EXP_F64_COEFFS[0]))  # Taylor series to r**13: truncation error < 1e-17 for |r| < 0.35
+    for c in _EXP_F64_COEFFS[1:]:
+        p = vfma(vsplat(f(c)), p, r)
+    return p * vpow2(n)
+
+
+def exp_nonpositive(t):
+    """exp(t) lane by lane for t <= 0 (see above)."""
+    return _exp_nonpositive_f32(t) if t.dtype == np.float32 else _exp_nonpositive_f64(t)
+
+
+@overload(exp_nonpositive)
+def _exp_nonpositive_numba(t):
+    if isinstance(t, VectorType):
+        return _exp_nonpositive_f32 if t.dtype == types.float32 else _exp_nonpositive_f64
+
+
+@jit()
+def exp_nonpositive_kernel(x, out):
+    """out = exp(x) for a 1-D array of x <= 0: the vector exp on a whole array (for the tests)."""
+    width = x.shape[0]
+    for j in range(0, width, lanes(x)):
+        vstore(out, j, width - j, exp_nonpositive(vload(x, j, width - j, x.dtype.type(0))))
