@@ -38,6 +38,23 @@ def layer_norm(x: Tensor, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
     return ops.LayerNorm.apply(x, weight, bias, eps=eps)
 
 
+def multi_head_attention(q: Tensor, k: Tensor, v: Tensor, num_heads: int, mask=None):
+    """Scaled dot-product attention in every head at once, as one fused op.
+
+    q (B, Tq, width), k and v (B, Tk, width), width = num_heads * d_head, head h
+    being the columns h*d_head : (h+1)*d_head; ``mask``: bool broadcastable to
+    (B, num_heads, Tq, Tk), True where attending is allowed. Returns
+    (output (B, Tq, width), weights (B, num_heads, Tq, Tk) as a numpy array).
+    Same result as splitting the heads and running softmax(Q Kᵀ/sqrt(d)) V op by
+    op; a query row with no allowed key gets zero weights and a zero output.
+    """
+    q, k, v = as_tensor(q), as_tensor(k), as_tensor(v)
+    allowed = np.ones((1, 1, 1, 1), dtype=bool) if mask is None else np.asarray(mask)
+    weights = []
+    out = ops.MultiHeadAttentionCore.apply(q, k, v, num_heads=num_heads, allowed=allowed, weights_out=weights)
+    return out, weights[0]
+
+
 def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
     """Zero entries with probability ``p`` and scale the rest by 1/(1-p); identity when not training."""
     if not 0.0 <= p <= 1.0:

@@ -159,9 +159,10 @@ def test_sdpa_rejects_mismatched_q_k_v():
 
 
 # ------------------------------------------------------------ multi-head attention
-@pytest.fixture
-def mha():
-    return MultiHeadAttention(D_MODEL, HEADS).double()
+@pytest.fixture(params=[True, False], ids=["fused", "step-by-step"])
+def mha(request):
+    """Both ways of running the heads: the fused op and the op-by-op composition."""
+    return MultiHeadAttention(D_MODEL, HEADS, fused=request.param).double()
 
 
 def test_mha_gradcheck_self_attention(mha):
@@ -319,4 +320,4 @@ def test_decoder_layer_cache_matches_full_computation():
     cache = {}
     steps = [layer(Tensor(x.data[:, t:t + 1]), memory, None, memory_mask, cache).data for t in range(4)]
     np.testing.assert_allclose(np.concatenate(steps, axis=1), full, rtol=1e-10, atol=1e-12)
-    assert cache["self_k"].shape == (BATCH, HEADS, 4, D_MODEL // HEADS)
+    assert cache["self_k"].shape == (BATCH, 4, D_MODEL)  # all heads side by side

@@ -68,9 +68,18 @@ class MultiHeadAttention(nn.Module):
 
     ``last_weights`` keeps the most recent attention weights, (B, heads, Tq, Tk),
     as a numpy array for inspection and heatmaps.
+
+    Two ways to run the middle part, same values and gradients (tested):
+      * step by step (``fused = False``): split heads, ``scaled_dot_product_attention``
+        op by op, merge heads. This is the version to read, and the one
+        ``viz`` draws.
+      * fused (``fused = True``, the default): ``F.multi_head_attention``, one op
+        whose Numba kernel does all heads in one pass (training step ~1.3x faster).
+        Attention dropout needs the step-by-step path, so a module with dropout
+        uses it while training.
     """
 
-    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0):
+    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, fused: bool = True):
         if d_model % num_heads:
             raise ValueError(f"d_model {d_model} is not divisible by num_heads {num_heads}")
         self.d_model, self.num_heads, self.d_k = d_model, num_heads, d_model // num_heads
@@ -79,15 +88,21 @@ class MultiHeadAttention(nn.Module):
         self.w_v = nn.Linear(d_model, d_model)
         self.w_o = nn.Linear(d_model, d_model)
         self.dropout_p = dropout
+        self.fused = fused
         self.last_weights = None
 
     def split_heads(self, x: Tensor) -> Tensor:
         batch, length, _ = x.shape
         return x.reshape(batch, length, self.num_heads, self.d_k).transpose(0, 2, 1, 3)  # (B, h, T, d_k)
 
+    def merge_heads(self, x: Tensor) -> Tensor:
+        batch, _, length, _ = x.shape
+        return x.transpose(0, 2, 1, 3).reshape(batch, length, self.d_model)          # (B, T, h * d_k)
+
     def project_key_value(self, key: Tensor, value: Tensor):
-        """The heads' keys and values, (B, h, Tk, d_k) each; cached by incremental decoding."""
-        return self.split_heads(self.w_k(key)).named("K"), self.split_heads(self.w_v(value)).named("V")
+        """Keys and values of all heads, (B, Tk, d_model) each (head h = columns h*d_k : (h+1)*d_k);
+        cached by incremental decoding."""
+        return self.w_k(key), self.w_v(value)
 
     def forward(self, query: Tensor, key: Tensor, value: Tensor, mask=None, key_value=None):
         """``key_value``: precomputed ``project_key_value`` output (then key/value are ignored)."""
@@ -95,12 +110,17 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"MultiHeadAttention({self.d_model}, {self.num_heads}) expects query of shape "
                              f"(batch, length, {self.d_model}), got {query.shape}")
         k, v = key_value if key_value is not None else self.project_key_value(key, value)
-        q = self.split_heads(self.w_q(query)).named("Q")
+        q = self.w_q(query)
+        if self.fused and not (self.training and self.dropout_p > 0):
+            if mask is not None:
+                mask = _check_mask(mask, (q.shape[0], self.num_heads, q.shape[1], k.shape[1]))
+            out, self.last_weights = F.multi_head_attention(q.named("Q"), k.named("K"), v.named("V"),
+                                                            self.num_heads, mask)
+            return self.w_o(out.named("attention output"))
+        q, k, v = self.split_heads(q).named("Q"), self.split_heads(k).named("K"), self.split_heads(v).named("V")
         out, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout_p, self.training)  # (B, h, Tq, d_k)
         self.last_weights = weights.data
-        batch, _, length, _ = out.shape
-        out = out.transpose(0, 2, 1, 3).reshape(batch, length, self.d_model).named("heads concatenated")
-        return self.w_o(out)
+        return self.w_o(self.merge_heads(out).named("heads concatenated"))
 
     def extra_repr(self):
-        return f"d_model={self.d_model}, num_heads={self.num_heads}"
+        return f"d_model={self.d_model}, num_heads={self.num_heads}, fused={self.fused}"

@@ -53,8 +53,8 @@ class DecoderLayer(nn.Module):
         else:
             k_new, v_new = self.self_attn.project_key_value(x, x)
             if "self_k" in cache:
-                k_new = concatenate([cache["self_k"], k_new], axis=2)
-                v_new = concatenate([cache["self_v"], v_new], axis=2)
+                k_new = concatenate([cache["self_k"], k_new], axis=1)
+                v_new = concatenate([cache["self_v"], v_new], axis=1)
             cache["self_k"], cache["self_v"] = k_new, v_new
             self_kv = (k_new, v_new)
             if "memory_kv" not in cache:

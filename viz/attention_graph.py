@@ -96,13 +96,15 @@ def build_attention_graph(model, date="1845-01-05", kind="encoder-self", layer=0
     src = source_ids(date)
     tgt_in = decoder_input_from_reference(date)
     call = _as_leaves(capture_attention_call(model, module, src, tgt_in))
-    was_training = model.training
+    was_training, was_fused = model.training, module.fused
     model.eval()
+    module.fused = False  # draw every stage, not the one fused op
     try:
         with record_scopes(model):
             output = module(call.query, call.key, call.value, call.mask).named(f"{name} output")
     finally:
         model.train(was_training)
+        module.fused = was_fused
     root = output
     saved_grads = [(p, p.grad) for p in model.parameters()]
     if backward:

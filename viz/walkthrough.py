@@ -68,7 +68,7 @@ def compute_walkthrough(model, date: str = DEFAULT_DATE, head: int = 0) -> Walkt
         x = model.src_positions(scaled)
         positional = model.src_positions(Tensor(np.zeros_like(scaled.data)))
         q = attention.split_heads(attention.w_q(x))                   # (1, h, T, d_k)
-        k, v = attention.project_key_value(x, x)
+        k, v = (attention.split_heads(t) for t in attention.project_key_value(x, x))
         scores = q @ k.swapaxes(-1, -2)
         mask = padding_mask(src, PAD)
         output, weights = scaled_dot_product_attention(q, k, v, mask)

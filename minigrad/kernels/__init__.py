@@ -22,7 +22,9 @@ Layout of this package
    what runs under ``NUMBA_DISABLE_JIT=1``.
 4. The kernels and their twins, one file each: ``matmul_kernels.py``,
    ``softmax_kernels.py`` (softmax and log_softmax, + backward),
-   ``layer_norm_kernels.py`` (+ backward), ``adam_kernel.py``; ``rows.py``
+   ``layer_norm_kernels.py`` (+ backward), ``adam_kernel.py``,
+   ``attention_kernels.py`` (the fused multi-head attention step),
+   ``relu_kernels.py``; ``rows.py``
    holds the plumbing the row kernels share. A kernel writes into an output
    array made by its public wrapper; the wrapper reshapes to 2-D/3-D,
    allocates the output and, for matmul, chooses the implementation.
@@ -59,9 +61,11 @@ every constant is made with the input's dtype (``x.dtype.type(1)``), because
 a bare float literal is float64 in Numba and would upcast the arithmetic.
 """
 from .adam_kernel import adam_update, adam_update_numpy
+from .attention_kernels import attention, attention_backward, attention_backward_numpy, attention_numpy
 from .backend import BACKENDS, get_backend, numpy_selected, set_backend, use_backend
 from .layer_norm_kernels import layer_norm, layer_norm_backward, layer_norm_backward_numpy, layer_norm_numpy
 from .matmul_kernels import matmul, matmul_numpy
+from .relu_kernels import relu, relu_backward, relu_backward_numpy, relu_numpy
 from .simd import lanes
 from .softmax_kernels import (log_softmax, log_softmax_backward, log_softmax_backward_numpy, log_softmax_numpy,
                               softmax, softmax_backward, softmax_backward_numpy, softmax_numpy)
@@ -70,4 +74,6 @@ __all__ = ["matmul", "softmax", "softmax_backward", "log_softmax", "log_softmax_
            "layer_norm", "layer_norm_backward", "adam_update", "adam_update_numpy",
            "matmul_numpy", "softmax_numpy", "softmax_backward_numpy", "log_softmax_numpy",
            "log_softmax_backward_numpy", "layer_norm_numpy", "layer_norm_backward_numpy",
+           "attention", "attention_backward", "attention_numpy", "attention_backward_numpy",
+           "relu", "relu_backward", "relu_numpy", "relu_backward_numpy",
            "set_backend", "get_backend", "use_backend", "numpy_selected", "BACKENDS", "lanes"]

@@ -8,8 +8,10 @@
     matmul.py      MatMul
     softmax.py     Softmax LogSoftmax
     nn_ops.py      Linear LayerNorm Dropout CrossEntropy
+    attention.py   MultiHeadAttentionCore (the fused attention step)
 """
 from .arithmetic import Add, Div, Mul, Neg, Pow, Sub
+from .attention import MultiHeadAttentionCore
 from .checks import normalize_axis, normalize_axes
 from .elementwise import Cast, Exp, GELU, Log, ReLU, Sqrt, Tanh
 from .matmul import MatMul, matmul

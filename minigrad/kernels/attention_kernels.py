@@ -1,0 +1,298 @@
+"""Multi-head scaled dot-product attention in one pass, forward and backward.
+
+What it computes, for every batch item b and head h (D = width / heads):
+
+    S = Q_h K_hᵀ / sqrt(D)          scores (Tq, Tk)
+    S[~allowed] = -inf              masked keys
+    P = softmax(S)                  weights; a row with no allowed key is all 0
+    O_h = P V_h                     this head's slice of the output
+
+Q, K, V and O stay in the projections' own layout, (B, T, heads * D): head h
+is the column block h*D : (h+1)*D. Done with separate ops, the same step
+splits the heads (a transposed copy of Q, K and V), runs 2 batched products,
+a scale, a mask and a softmax, and merges the heads (another copy), each op
+with its own pass over memory, and the backward the same again. Here each
+(b, h) pair is handled while its rows sit in L1. ``transformer.attention``
+keeps the step-by-step version (that is the one to read and to draw); the
+tests check the two agree, values and gradients.
+
+Backward, from the output gradient G (same layout as O):
+
+    dP = G_h V_hᵀ
+    dS = P * (dP - rowsum(P * dP)) / sqrt(D)      softmax backward (masked: P = 0, so dS = 0)
+    dQ_h = dS K_h,   dK_h = dSᵀ Q_h,   dV_h = Pᵀ G_h
+"""
+import math
+
+import numpy as np
+
+from .backend import numpy_selected
+from .jit import jit
+from .simd import exp_nonpositive, hmax, hsum, lanes, vfma, vload, vmax, vsplat, vstore
+from .softmax_kernels import _softmax_long_row, softmax_numpy
+
+
+# ---------------------------------------------------------------- numpy twins
+def _split_heads(x, num_heads):
+    batch, length, width = x.shape
+    return x.reshape(batch, length, num_heads, width // num_heads).transpose(0, 2, 1, 3)  # (B, h, T, D)
+
+
+def _merge_heads(x):
+    batch, heads, length, depth = x.shape
+    return x.transpose(0, 2, 1, 3).reshape(batch, length, heads * depth)
+
+
+def attention_numpy(q, k, v, allowed, num_heads):
+    """(output (B, Tq, width), weights (B, heads, Tq, Tk)); allowed broadcasts to the weights' shape."""
+    q_h, k_h, v_h = (_split_heads(x, num_heads) for x in (q, k, v))
+    scale = q.dtype.type(1 / math.sqrt(q_h.shape[-1]))
+    scores = np.where(allowed, (q_h @ k_h.swapaxes(-1, -2)) * scale, q.dtype.type(-np.inf))
+    weights = softmax_numpy(scores)
+    return _merge_heads(weights @ v_h), weights
+
+
+def attention_backward_numpy(grad, q, k, v, weights, num_heads):
+    """(dq, dk, dv), each in the layout of its input."""
+    q_h, k_h, v_h, g_h = (_split_heads(x, num_heads) for x in (q, k, v, grad))
+    scale = q.dtype.type(1 / math.sqrt(q_h.shape[-1]))
+    d_weights = g_h @ v_h.swapaxes(-1, -2)
+    d_scores = weights * (d_weights - np.sum(weights * d_weights, axis=-1, keepdims=True)) * scale
+    return (_merge_heads(d_scores @ k_h), _merge_heads(d_scores.swapaxes(-1, -2) @ q_h),
+            _merge_heads(weights.swapaxes(-1, -2) @ g_h))
+
+
+# ---------------------------------------------------------------- the kernels
+# Work goes 4 query rows at a time, so 4-8 independent FMA chains run side by
+# side: one row alone is a single chain that waits on each FMA's latency
+# (measured ~2.5x slower). Rows past the end repeat the last row.
+@jit(forceinline=True)
+def _transpose_head(x, b, first_column, out):
+    """out[d, j] = x[b, j, first_column + d]: one head's keys (or values) with
+    the positions along a contiguous row, ready for vector loads."""
+    for d in range(out.shape[0]):
+        for j in range(x.shape[1]):
+            out[d, j] = x[b, j, first_column + d]
+
+
+@jit(forceinline=True)
+def _four_rows_times(row0, row1, row2, row3, first_column, transposed, block):
+    """block[r] = row_r[first_column : first_column + D] @ transposed, for r = 0..3
+    (rows of Q times Kᵀ, or of G times Vᵀ); two vectors of columns per step."""
+    step, length, zero = lanes(block), block.shape[1], block.dtype.type(0)
+    for j0 in range(0, length, 2 * step):
+        n0, n1 = length - j0, length - j0 - step
+        a0 = b0 = a1 = b1 = a2 = b2 = a3 = b3 = vsplat(zero)
+        for d in range(transposed.shape[0]):
+            t_row, c = transposed[d], first_column + d
+            t0, t1 = vload(t_row, j0, n0, zero), vload(t_row, j0 + step, n1, zero)
+            s = vsplat(row0[c])
+            a0, b0 = vfma(a0, s, t0), vfma(b0, s, t1)
+            s = vsplat(row1[c])
+            a1, b1 = vfma(a1, s, t0), vfma(b1, s, t1)
+            s = vsplat(row2[c])
+            a2, b2 = vfma(a2, s, t0), vfma(b2, s, t1)
+            s = vsplat(row3[c])
+            a3, b3 = vfma(a3, s, t0), vfma(b3, s, t1)
+        for r, a, b in ((0, a0, b0), (1, a1, b1), (2, a2, b2), (3, a3, b3)):
+            vstore(block[r], j0, n0, a)
+            vstore(block[r], j0 + step, n1, b)
+
+
+@jit(forceinline=True)
+def _four_weighted_sums(c0, c1, c2, c3, x, b, first_column, depth, out0, out1, out2, out3):
+    """out_r[cols] = sum_j c_r[j] * x[b, j, cols] for r = 0..3, cols = first_column + (0..depth):
+    rows of P V (or dS K) written straight into the merged-head layout."""
+    step, zero = lanes(out0), out0.dtype.type(0)
+    for d0 in range(first_column, first_column + depth, step):
+        n = first_column + depth - d0
+        a0 = a1 = a2 = a3 = vsplat(zero)
+        for j in range(c0.shape[0]):
+            x_part = vload(x[b, j], d0, n, zero)
+            a0, a1 = vfma(a0, vsplat(c0[j]), x_part), vfma(a1, vsplat(c1[j]), x_part)
+            a2, a3 = vfma(a2, vsplat(c2[j]), x_part), vfma(a3, vsplat(c3[j]), x_part)
+        vstore(out0, d0, n, a0)
+        vstore(out1, d0, n, a1)
+        vstore(out2, d0, n, a2)
+        vstore(out3, d0, n, a3)
+
+
+@jit(forceinline=True)
+def _add_outer_products(c0, c1, c2, c3, row0, row1, row2, row3, first_column, depth, target, b):
+    """target[b, j, cols] += sum_r c_r[j] * row_r[cols]: the 4 rows' share of dK (or dV)."""
+    step, zero = lanes(row0), row0.dtype.type(0)
+    for d0 in range(first_column, first_column + depth, step):
+        n = first_column + depth - d0
+        x0, x1 = vload(row0, d0, n, zero), vload(row1, d0, n, zero)
+        x2, x3 = vload(row2, d0, n, zero), vload(row3, d0, n, zero)
+        for j in range(c0.shape[0]):
+            t_row = target[b, j]
+            acc = vfma(vfma(vload(t_row, d0, n, zero), vsplat(c0[j]), x0), vsplat(c1[j]), x1)
+            vstore(t_row, d0, n, vfma(vfma(acc, vsplat(c2[j]), x2), vsplat(c3[j]), x3))
+
+
+@jit(forceinline=True)
+def _masked_scores(raw, mask_row, scale, zero, minus_inf):
+    """raw * scale + mask_row for a row of at most 2 vectors, as (low, high); padding lanes -inf."""
+    step, width, scale_v = lanes(raw), raw.shape[0], vsplat(scale)
+    low = vfma(vload(mask_row, 0, width, minus_inf), vload(raw, 0, width, zero), scale_v)
+    high = vfma(vload(mask_row, step, width - step, minus_inf), vload(raw, step, width - step, zero), scale_v)
+    return low, high
+
+
+@jit(forceinline=True)
+def _row_max(low, high, zero, minus_inf):
+    """What to subtract before exp: the row's max, or 0 for a fully masked row (exp(-inf) = 0)."""
+    peak = hmax(vmax(low, high))
+    return peak if peak > minus_inf else zero
+
+
+@jit(forceinline=True)
+def _store_normalized(out, e_low, e_high, zero, one):
+    """out = (e_low, e_high) / their sum; a fully masked row (sum 0) stays all 0."""
+    step, width = lanes(out), out.shape[0]
+    total = hsum(e_low + e_high)
+    inverse = one / total if total > zero else zero
+    vstore(out, 0, width, e_low * inverse)
+    vstore(out, step, width - step, e_high * inverse)
+
+
+@jit(forceinline=True)
+def _short_softmax_rows(block, bias, bias_rows, scale, p, rows):
+    """p[rows[r]] = softmax(block[r] * scale + bias[bias_rows[r]]) for r = 0..3, rows of at most
+    2 vectors. Written out row by row, not as a loop: one row's max, exp and sum form a chain
+    of ~150 cycles of latency, and 4 independent chains side by side overlap (~2x faster)."""
+    zero, one, minus_inf = block.dtype.type(0), block.dtype.type(1), block.dtype.type(-np.inf)
+    l0, h0 = _masked_scores(block[0], bias[bias_rows[0]], scale, zero, minus_inf)
+    l1, h1 = _masked_scores(block[1], bias[bias_rows[1]], scale, zero, minus_inf)
+    l2, h2 = _masked_scores(block[2], bias[bias_rows[2]], scale, zero, minus_inf)
+    l3, h3 = _masked_scores(block[3], bias[bias_rows[3]], scale, zero, minus_inf)
+    m0, m1 = _row_max(l0, h0, zero, minus_inf), _row_max(l1, h1, zero, minus_inf)
+    m2, m3 = _row_max(l2, h2, zero, minus_inf), _row_max(l3, h3, zero, minus_inf)
+    l0, h0, l1, h1 = exp_nonpositive(l0 - m0), exp_nonpositive(h0 - m0), exp_nonpositive(l1 - m1), exp_nonpositive(h1 - m1)
+    l2, h2, l3, h3 = exp_nonpositive(l2 - m2), exp_nonpositive(h2 - m2), exp_nonpositive(l3 - m3), exp_nonpositive(h3 - m3)
+    _store_normalized(p[rows[0]], l0, h0, zero, one)
+    _store_normalized(p[rows[1]], l1, h1, zero, one)
+    _store_normalized(p[rows[2]], l2, h2, zero, one)
+    _store_normalized(p[rows[3]], l3, h3, zero, one)
+
+
+@jit()
+def _attention_kernel(q, k, v, bias, bias_strides, num_heads, out, weights):
+    """out (B, Tq, width) and weights (B, heads, Tq, Tk) from q, k, v. The mask comes as
+    rows of 0 / -inf to add to the scores: row b*sb + h*sh + i*si of ``bias`` for (b, h, i)."""
+    batch, q_len, width = q.shape
+    k_len, depth = k.shape[1], width // num_heads
+    step, last = lanes(q), q_len - 1
+    sb, sh, si = bias_strides
+    scale = q.dtype.type(1 / np.sqrt(depth))
+    k_t = np.empty((depth, k_len), dtype=q.dtype)
+    block = np.empty((4, k_len), dtype=q.dtype)
+    rows, bias_rows = np.empty(4, np.int64), np.empty(4, np.int64)
+    for b in range(batch):
+        for h in range(num_heads):
+            c0 = h * depth
+            _transpose_head(k, b, c0, k_t)
+            p = weights[b, h]
+            for i0 in range(0, q_len, 4):
+                for r in range(4):
+                    rows[r] = min(i0 + r, last)
+                    bias_rows[r] = b * sb + h * sh + rows[r] * si
+                i1, i2, i3 = rows[1], rows[2], rows[3]
+                _four_rows_times(q[b, i0], q[b, i1], q[b, i2], q[b, i3], c0, k_t, block)
+                if k_len <= 2 * step:
+                    _short_softmax_rows(block, bias, bias_rows, scale, p, rows)
+                else:
+                    for r in range(min(4, q_len - i0)):
+                        scores, mask_row = block[r], bias[bias_rows[r]]
+                        for j in range(k_len):
+                            scores[j] = scores[j] * scale + mask_row[j]
+                        _softmax_long_row(scores, p[i0 + r])
+                _four_weighted_sums(p[i0], p[i1], p[i2], p[i3], v, b, c0, depth,
+                                    out[b, i0], out[b, i1], out[b, i2], out[b, i3])
+
+
+@jit()
+def _attention_backward_kernel(grad, q, k, v, weights, num_heads, dq, dk, dv):
+    """dq, dk, dv (dk and dv zeroed by the caller: every query row adds its share)."""
+    batch, q_len, width = q.shape
+    k_len, depth = k.shape[1], width // num_heads
+    step, zero, last = lanes(q), q.dtype.type(0), q_len - 1
+    scale = q.dtype.type(1 / np.sqrt(depth))
+    v_t = np.empty((depth, k_len), dtype=q.dtype)
+    d_p = np.empty((4, k_len), dtype=q.dtype)      # dP for 4 rows, then overwritten with dS
+    no_row = np.zeros(k_len, dtype=q.dtype)        # coefficients of a repeated (past the end) row
+    for b in range(batch):
+        for h in range(num_heads):
+            c0 = h * depth
+            _transpose_head(v, b, c0, v_t)
+            p = weights[b, h]
+            for i0 in range(0, q_len, 4):
+                i1, i2, i3 = min(i0 + 1, last), min(i0 + 2, last), min(i0 + 3, last)
+                _four_rows_times(grad[b, i0], grad[b, i1], grad[b, i2], grad[b, i3], c0, v_t, d_p)
+                for r in range(4):  # softmax backward: dS = P * (dP - sum(P * dP)) * scale
+                    p_row, d_row = p[min(i0 + r, last)], d_p[r]
+                    total = vsplat(zero)
+                    for j0 in range(0, k_len, step):
+                        total = vfma(total, vload(p_row, j0, k_len - j0, zero), vload(d_row, j0, k_len - j0, zero))
+                    dot = hsum(total)
+                    for j0 in range(0, k_len, step):
+                        n = k_len - j0
+                        vstore(d_row, j0, n, vload(p_row, j0, n, zero) * (vload(d_row, j0, n, zero) - dot) * scale)
+                _four_weighted_sums(d_p[0], d_p[1], d_p[2], d_p[3], k, b, c0, depth,
+                                    dq[b, i0], dq[b, i1], dq[b, i2], dq[b, i3])
+                valid = q_len - i0  # repeated rows must not add to dK and dV twice
+                d1, d2, d3 = (d_p[1] if valid > 1 else no_row), (d_p[2] if valid > 2 else no_row), \
+                    (d_p[3] if valid > 3 else no_row)
+                p1, p2, p3 = (p[i1] if valid > 1 else no_row), (p[i2] if valid > 2 else no_row), \
+                    (p[i3] if valid > 3 else no_row)
+                _add_outer_products(d_p[0], d1, d2, d3, q[b, i0], q[b, i1], q[b, i2], q[b, i3], c0, depth, dk, b)
+                _add_outer_products(p[i0], p1, p2, p3, grad[b, i0], grad[b, i1], grad[b, i2], grad[b, i3],
+                                    c0, depth, dv, b)
+
+
+# ---------------------------------------------------------------- public entry points
+def _kernel_fits(q, k, v, num_heads):
+    return (q.dtype in (np.float32, np.float64) and q.dtype == k.dtype == v.dtype
+            and q.ndim == 3 and k.ndim == 3 and v.ndim == 3 and q.size > 0 and k.size > 0
+            and q.shape[2] % num_heads == 0)
+
+
+def _mask_as_bias(allowed, weights_shape, dtype):
+    """The mask as rows of 0 (may attend) / -inf (masked) to add to the scores, without
+    expanding its broadcast axes: returns (rows (R, Tk), (sb, sh, si)) such that the row of
+    (b, h, i) is b*sb + h*sh + i*si."""
+    k_len = weights_shape[-1]
+    allowed = np.asarray(allowed)
+    allowed = allowed.reshape((1,) * (4 - allowed.ndim) + allowed.shape)
+    n_b, n_h, n_i = allowed.shape[:3]
+    bias = np.where(np.broadcast_to(allowed, (n_b, n_h, n_i, k_len)), dtype.type(0), dtype.type(-np.inf))
+    strides = (n_h * n_i if n_b > 1 else 0, n_i if n_h > 1 else 0, 1 if n_i > 1 else 0)
+    return np.ascontiguousarray(bias.reshape(-1, k_len), dtype=dtype), strides
+
+
+def attention(q, k, v, allowed, num_heads):
+    """(output, weights) of multi-head attention on merged-head arrays; see the module docstring.
+
+    q (B, Tq, width), k and v (B, Tk, width), allowed: bool, broadcastable to (B, heads, Tq, Tk)."""
+    if numpy_selected() or not _kernel_fits(q, k, v, num_heads):
+        return attention_numpy(q, k, v, allowed, num_heads)
+    batch, q_len, width = q.shape
+    k_len = k.shape[1]
+    out = np.empty(q.shape, dtype=q.dtype)
+    weights = np.empty((batch, num_heads, q_len, k_len), dtype=q.dtype)
+    bias, strides = _mask_as_bias(allowed, weights.shape, q.dtype)
+    _attention_kernel(np.ascontiguousarray(q), np.ascontiguousarray(k), np.ascontiguousarray(v),
+                      bias, strides, num_heads, out, weights)
+    return out, weights
+
+
+def attention_backward(grad, q, k, v, weights, num_heads):
+    """(dq, dk, dv) from the output gradient and the forward's saved weights."""
+    if numpy_selected() or not _kernel_fits(q, k, v, num_heads) or grad.dtype != q.dtype:
+        return attention_backward_numpy(grad, q, k, v, weights, num_heads)
+    dq = np.empty(q.shape, dtype=q.dtype)
+    dk, dv = np.zeros(k.shape, dtype=k.dtype), np.zeros(v.shape, dtype=v.dtype)
+    _attention_backward_kernel(np.ascontiguousarray(grad), np.ascontiguousarray(q), np.ascontiguousarray(k),
+                               np.ascontiguousarray(v), np.ascontiguousarray(weights), num_heads, dq, dk, dv)
+    return dq, dk, dv

@@ -1,0 +1,60 @@
+"""ReLU forward and backward in one pass each.
+
+numpy's ``np.maximum`` also checks every element for NaN (it must propagate
+them) and the backward ``grad * (out > 0)`` builds a boolean temporary first:
+measured 2.5x slower than these loops over (128, 19, 256) float32. LLVM
+vectorises the loops by itself: they are long and branch-free (a select).
+NaN behaves as in numpy: ``max(NaN, 0)`` is NaN, and a NaN output passes no gradient.
+"""
+import numpy as np
+
+from .backend import numpy_selected
+from .jit import jit
+
+
+def relu_numpy(x):
+    return np.maximum(x, x.dtype.type(0))
+
+
+def relu_backward_numpy(out, grad):
+    """grad where the forward output was positive, else 0."""
+    return np.multiply(grad, out > 0, dtype=grad.dtype)
+
+
+@jit()
+def _relu_kernel(x, out):
+    zero = x.dtype.type(0)
+    for i in range(x.shape[0]):
+        value = x[i]
+        out[i] = value if not value < zero else zero  # NaN is kept, as np.maximum does
+
+
+@jit()
+def _relu_backward_kernel(out, grad, dx):
+    zero = grad.dtype.type(0)
+    for i in range(out.shape[0]):
+        dx[i] = grad[i] if out[i] > zero else zero
+
+
+def _fits(*arrays):
+    first = arrays[0]
+    return (first.dtype in (np.float32, np.float64) and first.size > 0
+            and all(a.dtype == first.dtype and a.shape == first.shape and a.flags.c_contiguous for a in arrays))
+
+
+def relu(x):
+    """max(x, 0) elementwise, a new array."""
+    if numpy_selected() or not _fits(x):
+        return relu_numpy(x)
+    out = np.empty_like(x)
+    _relu_kernel(x.reshape(-1), out.reshape(-1))
+    return out
+
+
+def relu_backward(out, grad):
+    """Gradient of relu from its forward output and the output gradient."""
+    if numpy_selected() or not _fits(out, grad):
+        return relu_backward_numpy(out, grad)
+    dx = np.empty_like(grad)
+    _relu_backward_kernel(out.reshape(-1), grad.reshape(-1), dx.reshape(-1))
+    return dx
