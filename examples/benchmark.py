@@ -33,12 +33,21 @@ def machine_summary() -> str:
             f"OPENBLAS_NUM_THREADS={info['OPENBLAS_NUM_THREADS']}")
 
 
-def time_training_steps(backend: str, steps: int, warmup: int = 3) -> dict:
+def use_fused_attention(model, fused: bool):
+    """Switch every MultiHeadAttention of ``model`` between the fused op and the op-by-op path."""
+    from transformer.attention import MultiHeadAttention
+    for _, module in model.named_modules():
+        if isinstance(module, MultiHeadAttention):
+            module.fused = fused
+
+
+def time_training_steps(backend: str, steps: int, warmup: int = 3, fused: bool = True) -> dict:
     from minigrad import kernels
     from transformer.training import TrainConfig, Trainer
 
     with kernels.use_backend(backend):
         trainer = Trainer(train_config=TrainConfig(steps=steps + warmup, eval_every=0, checkpoint_every=0))
+        use_fused_attention(trainer.model, fused)
         times = []
         for i in range(steps + warmup):
             start = time.perf_counter()
@@ -76,13 +85,17 @@ def run_end_to_end(quick: bool):
     rows = {}
     for backend in ("numba", "numpy"):
         rows[backend] = (time_training_steps(backend, steps), time_greedy_decoding(backend, repeats))
-    print(f"{'path':<22}{'step median':>14}{'p10..p90':>20}{'greedy decode':>22}")
-    for backend, (train, decode) in rows.items():
-        label = "minigrad + Numba" if backend == "numba" else "minigrad, pure numpy"
-        print(f"{label:<22}{train['median_ms']:>11.1f} ms{train['p10_ms']:>10.1f}..{train['p90_ms']:<6.1f} ms"
-              f"{decode['dates_per_s']:>13.0f} dates/s")
-    speedup = rows["numpy"][0]["median_ms"] / rows["numba"][0]["median_ms"]
-    print(f"kernels speed up the training step {speedup:.2f}x over the pure-numpy path")
+    rows["step-by-step"] = (time_training_steps("numba", steps, fused=False), None)
+    labels = {"numba": "minigrad + Numba", "numpy": "minigrad, pure numpy",
+              "step-by-step": "Numba, attention op by op"}
+    print(f"{'path':<27}{'step median':>12}{'p10..p90':>20}{'greedy decode':>22}")
+    for key, (train, decode) in rows.items():
+        decode_text = f"{decode['dates_per_s']:>13.0f} dates/s" if decode else f"{'-':>13}"
+        print(f"{labels[key]:<27}{train['median_ms']:>9.1f} ms{train['p10_ms']:>10.1f}..{train['p90_ms']:<6.1f} ms"
+              f"{decode_text}")
+    step = {key: train["median_ms"] for key, (train, _) in rows.items()}
+    print(f"kernels speed up the training step {step['numpy'] / step['numba']:.2f}x over the pure-numpy path; "
+          f"the fused attention op {step['step-by-step'] / step['numba']:.2f}x over attention op by op")
     return rows
 
 

@@ -107,13 +107,19 @@ class Adam(Optimizer):
         self._step_size = self.lr * math.sqrt(1 - b2 ** self.step_count) / (1 - b1 ** self.step_count)
         self._eps_hat = self.eps * math.sqrt(1 - b2 ** self.step_count)
 
-    def update(self, i, p, grad):
-        if self.m[i] is None:
-            self.m[i] = np.zeros_like(p.data)
-            self.v[i] = np.zeros_like(p.data)
-        # the arithmetic (and its plain numpy twin) is kernels.adam_update
-        kernels.adam_update(p.data, grad, self.m[i], self.v[i], *self.betas, self._step_size,
-                            self._eps_hat, self.weight_decay)
+    def step(self):
+        """One update of every parameter that has a gradient; the arithmetic (and its
+        plain numpy twin) is kernels.adam_update, run over all parameters in one call."""
+        self.step_count += 1
+        self.begin_step()
+        todo = [i for i, p in enumerate(self.params) if p.grad is not None]
+        for i in todo:
+            if self.m[i] is None:
+                self.m[i] = np.zeros_like(self.params[i].data)
+                self.v[i] = np.zeros_like(self.params[i].data)
+        kernels.adam_update_all([self.params[i].data for i in todo], [self.params[i].grad for i in todo],
+                                [self.m[i] for i in todo], [self.v[i] for i in todo], *self.betas,
+                                self._step_size, self._eps_hat, self.weight_decay)
 
     def state_dict(self):
         return {**super().state_dict(), "betas": list(self.betas), "eps": self.eps,

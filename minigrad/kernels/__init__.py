@@ -60,7 +60,7 @@ Dtypes: float32 and float64; outputs keep the input dtype. Inside kernels
 every constant is made with the input's dtype (``x.dtype.type(1)``), because
 a bare float literal is float64 in Numba and would upcast the arithmetic.
 """
-from .adam_kernel import adam_update, adam_update_numpy
+from .adam_kernel import adam_update, adam_update_all, adam_update_numpy
 from .attention_kernels import attention, attention_backward, attention_backward_numpy, attention_numpy
 from .backend import BACKENDS, get_backend, numpy_selected, set_backend, use_backend
 from .layer_norm_kernels import layer_norm, layer_norm_backward, layer_norm_backward_numpy, layer_norm_numpy
@@ -71,7 +71,7 @@ from .softmax_kernels import (log_softmax, log_softmax_backward, log_softmax_bac
                               softmax, softmax_backward, softmax_backward_numpy, softmax_numpy)
 
 __all__ = ["matmul", "softmax", "softmax_backward", "log_softmax", "log_softmax_backward",
-           "layer_norm", "layer_norm_backward", "adam_update", "adam_update_numpy",
+           "layer_norm", "layer_norm_backward", "adam_update", "adam_update_all", "adam_update_numpy",
            "matmul_numpy", "softmax_numpy", "softmax_backward_numpy", "log_softmax_numpy",
            "log_softmax_backward_numpy", "layer_norm_numpy", "layer_norm_backward_numpy",
            "attention", "attention_backward", "attention_numpy", "attention_backward_numpy",

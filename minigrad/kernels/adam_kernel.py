@@ -32,10 +32,21 @@ def _adam_kernel(param, grad, m, v, beta1, beta2, step_size, eps_hat, weight_dec
 
 def adam_update(param, grad, m, v, beta1, beta2, step_size, eps_hat, weight_decay=0.0):
     """Adam's update of one parameter, in place (the numpy twin takes ~10 passes and temporaries)."""
-    arrays = (param, grad, m, v)
-    if numpy_selected() or not all(a.flags.c_contiguous and a.dtype == param.dtype for a in arrays) \
-            or param.dtype not in (np.float32, np.float64):
-        return adam_update_numpy(param, grad, m, v, beta1, beta2, step_size, eps_hat, weight_decay)
-    scalar = param.dtype.type
-    _adam_kernel(param.reshape(-1), grad.reshape(-1), m.reshape(-1), v.reshape(-1), scalar(beta1),
-                 scalar(beta2), scalar(step_size), scalar(eps_hat), scalar(weight_decay))
+    adam_update_all([param], [grad], [m], [v], beta1, beta2, step_size, eps_hat, weight_decay)
+
+
+def adam_update_all(params, grads, ms, vs, beta1, beta2, step_size, eps_hat, weight_decay=0.0):
+    """``adam_update`` for each (param, grad, m, v), with the per-step scalars converted once:
+    the model has ~40 small parameters, so per-call Python work is a good part of the cost."""
+    numpy_path = numpy_selected()
+    scalars = {}
+    for param, grad, m, v in zip(params, grads, ms, vs):
+        dtype = param.dtype
+        if numpy_path or dtype not in (np.float32, np.float64) or not (
+                grad.dtype == m.dtype == v.dtype == dtype and param.flags.c_contiguous
+                and grad.flags.c_contiguous and m.flags.c_contiguous and v.flags.c_contiguous):
+            adam_update_numpy(param, grad, m, v, beta1, beta2, step_size, eps_hat, weight_decay)
+            continue
+        if dtype not in scalars:
+            scalars[dtype] = tuple(dtype.type(x) for x in (beta1, beta2, step_size, eps_hat, weight_decay))
+        _adam_kernel(param.reshape(-1), grad.reshape(-1), m.reshape(-1), v.reshape(-1), *scalars[dtype])
