@@ -38,7 +38,8 @@ def layer_norm(x: Tensor, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
     return ops.LayerNorm.apply(x, weight, bias, eps=eps)
 
 
-def multi_head_attention(q: Tensor, k: Tensor, v: Tensor, num_heads: int, mask=None):
+def multi_head_attention(q: Tensor, k: Tensor, v: Tensor, num_heads: int, mask=None, width: int = None,
+                         columns=(0, 0, 0)):
     """Scaled dot-product attention in every head at once, as one fused op.
 
     q (B, Tq, width), k and v (B, Tk, width), width = num_heads * d_head, head h
@@ -47,11 +48,22 @@ def multi_head_attention(q: Tensor, k: Tensor, v: Tensor, num_heads: int, mask=N
     (output (B, Tq, width), weights (B, num_heads, Tq, Tk) as a numpy array).
     Same result as splitting the heads and running softmax(Q Kᵀ/sqrt(d)) V op by
     op; a query row with no allowed key gets zero weights and a zero output.
+
+    Packed projections: pass the same tensor more than once with ``columns`` =
+    where Q, K and V start in it (e.g. ``qkv, qkv, qkv, columns=(0, D, 2D), width=D``
+    for ``qkv = x @ [W_q | W_k | W_v]``); ``width`` defaults to q's last dimension.
     """
     q, k, v = as_tensor(q), as_tensor(k), as_tensor(v)
+    sources = []
+    for t in (q, k, v):
+        if not any(t is s for s in sources):
+            sources.append(t)
+    layout = tuple((next(i for i, s in enumerate(sources) if s is t), int(c)) for t, c in zip((q, k, v), columns))
+    width = q.shape[-1] - columns[0] if width is None else width
     allowed = np.ones((1, 1, 1, 1), dtype=bool) if mask is None else np.asarray(mask)
     weights = []
-    out = ops.MultiHeadAttentionCore.apply(q, k, v, num_heads=num_heads, allowed=allowed, weights_out=weights)
+    out = ops.MultiHeadAttentionCore.apply(*sources, num_heads=num_heads, width=width, layout=layout,
+                                           allowed=allowed, weights_out=weights)
     return out, weights[0]
 
 

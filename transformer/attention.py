@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from minigrad import Tensor, nn
+from minigrad import Tensor, concatenate, nn
 from minigrad import functional as F
 
 
@@ -109,18 +109,43 @@ class MultiHeadAttention(nn.Module):
         if query.ndim != 3 or query.shape[-1] != self.d_model:
             raise ValueError(f"MultiHeadAttention({self.d_model}, {self.num_heads}) expects query of shape "
                              f"(batch, length, {self.d_model}), got {query.shape}")
-        k, v = key_value if key_value is not None else self.project_key_value(key, value)
-        q = self.w_q(query)
         if self.fused and not (self.training and self.dropout_p > 0):
-            if mask is not None:
-                mask = _check_mask(mask, (q.shape[0], self.num_heads, q.shape[1], k.shape[1]))
-            out, self.last_weights = F.multi_head_attention(q.named("Q"), k.named("K"), v.named("V"),
-                                                            self.num_heads, mask)
-            return self.w_o(out.named("attention output"))
-        q, k, v = self.split_heads(q).named("Q"), self.split_heads(k).named("K"), self.split_heads(v).named("V")
+            return self._fused_forward(query, key, value, mask, key_value)
+        k, v = key_value if key_value is not None else self.project_key_value(key, value)
+        q, k, v = self.split_heads(self.w_q(query)).named("Q"), self.split_heads(k).named("K"), \
+            self.split_heads(v).named("V")
         out, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout_p, self.training)  # (B, h, Tq, d_k)
         self.last_weights = weights.data
         return self.w_o(self.merge_heads(out).named("heads concatenated"))
+
+    def _fused_forward(self, query, key, value, mask, key_value):
+        """The same as the step-by-step path, with the projections that share an input done as
+        one matrix product (x @ [W_q | W_k | W_v] for self-attention, memory @ [W_k | W_v] for
+        cross-attention) and the heads by one fused op that reads Q, K, V from it in place."""
+        d = self.d_model
+        if key_value is not None:
+            k, v = key_value
+            sources, columns = (self.w_q(query), k, v), (0, 0, 0)
+        elif query is key and key is value:
+            qkv = self._packed_projection(query, self.w_q, self.w_k, self.w_v)
+            sources, columns = (qkv, qkv, qkv), (0, d, 2 * d)
+        elif key is value:
+            q, kv = self.w_q(query), self._packed_projection(key, self.w_k, self.w_v)
+            sources, columns = (q, kv, kv), (0, 0, d)
+        else:
+            q, (k, v) = self.w_q(query), self.project_key_value(key, value)
+            sources, columns = (q, k, v), (0, 0, 0)
+        if mask is not None:
+            mask = _check_mask(mask, (query.shape[0], self.num_heads, query.shape[1], sources[1].shape[1]))
+        out, self.last_weights = F.multi_head_attention(*sources, self.num_heads, mask, width=d, columns=columns)
+        return self.w_o(out.named("attention output"))
+
+    @staticmethod
+    def _packed_projection(x, *linears):
+        """x @ [W_1 | W_2 | ...] + [b_1 | b_2 | ...]: one product instead of one per projection."""
+        weight = concatenate([linear.weight for linear in linears], axis=1)
+        bias = concatenate([linear.bias for linear in linears], axis=0)
+        return F.linear(x, weight, bias)
 
     def extra_repr(self):
         return f"d_model={self.d_model}, num_heads={self.num_heads}, fused={self.fused}"

@@ -100,35 +100,36 @@ def _four_rows_times(row0, row1, row2, row3, first_column, transposed, block):
 
 
 @jit(forceinline=True)
-def _four_weighted_sums(c0, c1, c2, c3, x, b, first_column, depth, out0, out1, out2, out3):
-    """out_r[cols] = sum_j c_r[j] * x[b, j, cols] for r = 0..3, cols = first_column + (0..depth):
+def _four_weighted_sums(c0, c1, c2, c3, x, b, x_column, depth, out0, out1, out2, out3, out_column):
+    """out_r[out_column + d] = sum_j c_r[j] * x[b, j, x_column + d] for r = 0..3, d < depth:
     rows of P V (or dS K) written straight into the merged-head layout."""
     step, zero = lanes(out0), out0.dtype.type(0)
-    for d0 in range(first_column, first_column + depth, step):
-        n = first_column + depth - d0
+    for d0 in range(0, depth, step):
+        n = depth - d0
         a0 = a1 = a2 = a3 = vsplat(zero)
         for j in range(c0.shape[0]):
-            x_part = vload(x[b, j], d0, n, zero)
+            x_part = vload(x[b, j], x_column + d0, n, zero)
             a0, a1 = vfma(a0, vsplat(c0[j]), x_part), vfma(a1, vsplat(c1[j]), x_part)
             a2, a3 = vfma(a2, vsplat(c2[j]), x_part), vfma(a3, vsplat(c3[j]), x_part)
-        vstore(out0, d0, n, a0)
-        vstore(out1, d0, n, a1)
-        vstore(out2, d0, n, a2)
-        vstore(out3, d0, n, a3)
+        vstore(out0, out_column + d0, n, a0)
+        vstore(out1, out_column + d0, n, a1)
+        vstore(out2, out_column + d0, n, a2)
+        vstore(out3, out_column + d0, n, a3)
 
 
 @jit(forceinline=True)
-def _add_outer_products(c0, c1, c2, c3, row0, row1, row2, row3, first_column, depth, target, b):
-    """target[b, j, cols] += sum_r c_r[j] * row_r[cols]: the 4 rows' share of dK (or dV)."""
+def _add_outer_products(c0, c1, c2, c3, row0, row1, row2, row3, row_column, depth, target, b, target_column):
+    """target[b, j, target_column + d] += sum_r c_r[j] * row_r[row_column + d]: the 4 rows'
+    share of dK (or dV)."""
     step, zero = lanes(row0), row0.dtype.type(0)
-    for d0 in range(first_column, first_column + depth, step):
-        n = first_column + depth - d0
-        x0, x1 = vload(row0, d0, n, zero), vload(row1, d0, n, zero)
-        x2, x3 = vload(row2, d0, n, zero), vload(row3, d0, n, zero)
+    for d0 in range(0, depth, step):
+        n = depth - d0
+        x0, x1 = vload(row0, row_column + d0, n, zero), vload(row1, row_column + d0, n, zero)
+        x2, x3 = vload(row2, row_column + d0, n, zero), vload(row3, row_column + d0, n, zero)
         for j in range(c0.shape[0]):
             t_row = target[b, j]
-            acc = vfma(vfma(vload(t_row, d0, n, zero), vsplat(c0[j]), x0), vsplat(c1[j]), x1)
-            vstore(t_row, d0, n, vfma(vfma(acc, vsplat(c2[j]), x2), vsplat(c3[j]), x3))
+            acc = vfma(vfma(vload(t_row, target_column + d0, n, zero), vsplat(c0[j]), x0), vsplat(c1[j]), x1)
+            vstore(t_row, target_column + d0, n, vfma(vfma(acc, vsplat(c2[j]), x2), vsplat(c3[j]), x3))
 
 
 @jit(forceinline=True)
@@ -178,12 +179,15 @@ def _short_softmax_rows(block, bias, bias_rows, scale, p, rows):
 
 
 @jit()
-def _attention_kernel(q, k, v, bias, bias_strides, num_heads, out, weights):
-    """out (B, Tq, width) and weights (B, heads, Tq, Tk) from q, k, v. The mask comes as
-    rows of 0 / -inf to add to the scores: row b*sb + h*sh + i*si of ``bias`` for (b, h, i)."""
-    batch, q_len, width = q.shape
+def _attention_kernel(q, k, v, columns, num_heads, bias, bias_strides, out, weights):
+    """out (B, Tq, width) and weights (B, heads, Tq, Tk) from q, k, v, whose heads start at
+    columns[0], columns[1], columns[2] (q, k, v may be one array holding several projections).
+    The mask comes as rows of 0 / -inf to add to the scores: row b*sb + h*sh + i*si of
+    ``bias`` for (b, h, i)."""
+    batch, q_len, width = out.shape
     k_len, depth = k.shape[1], width // num_heads
     step, last = lanes(q), q_len - 1
+    q_col, k_col, v_col = columns
     sb, sh, si = bias_strides
     scale = q.dtype.type(1 / np.sqrt(depth))
     k_t = np.empty((depth, k_len), dtype=q.dtype)
@@ -191,15 +195,15 @@ def _attention_kernel(q, k, v, bias, bias_strides, num_heads, out, weights):
     rows, bias_rows = np.empty(4, np.int64), np.empty(4, np.int64)
     for b in range(batch):
         for h in range(num_heads):
-            c0 = h * depth
-            _transpose_head(k, b, c0, k_t)
+            c = h * depth
+            _transpose_head(k, b, k_col + c, k_t)
             p = weights[b, h]
             for i0 in range(0, q_len, 4):
                 for r in range(4):
                     rows[r] = min(i0 + r, last)
                     bias_rows[r] = b * sb + h * sh + rows[r] * si
                 i1, i2, i3 = rows[1], rows[2], rows[3]
-                _four_rows_times(q[b, i0], q[b, i1], q[b, i2], q[b, i3], c0, k_t, block)
+                _four_rows_times(q[b, i0], q[b, i1], q[b, i2], q[b, i3], q_col + c, k_t, block)
                 if k_len <= 2 * step:
                     _short_softmax_rows(block, bias, bias_rows, scale, p, rows)
                 else:
@@ -208,28 +212,30 @@ def _attention_kernel(q, k, v, bias, bias_strides, num_heads, out, weights):
                         for j in range(k_len):
                             scores[j] = scores[j] * scale + mask_row[j]
                         _softmax_long_row(scores, p[i0 + r])
-                _four_weighted_sums(p[i0], p[i1], p[i2], p[i3], v, b, c0, depth,
-                                    out[b, i0], out[b, i1], out[b, i2], out[b, i3])
+                _four_weighted_sums(p[i0], p[i1], p[i2], p[i3], v, b, v_col + c, depth,
+                                    out[b, i0], out[b, i1], out[b, i2], out[b, i3], c)
 
 
 @jit()
-def _attention_backward_kernel(grad, q, k, v, weights, num_heads, dq, dk, dv):
-    """dq, dk, dv (dk and dv zeroed by the caller: every query row adds its share)."""
-    batch, q_len, width = q.shape
+def _attention_backward_kernel(grad, q, k, v, columns, weights, num_heads, dq, dk, dv):
+    """Writes dq and adds dk, dv (zeroed by the caller: every query row adds its share), each
+    at the columns of its input; dq, dk, dv may be one array, as q, k, v may be."""
+    batch, q_len, width = grad.shape
     k_len, depth = k.shape[1], width // num_heads
     step, zero, last = lanes(q), q.dtype.type(0), q_len - 1
+    q_col, k_col, v_col = columns
     scale = q.dtype.type(1 / np.sqrt(depth))
     v_t = np.empty((depth, k_len), dtype=q.dtype)
     d_p = np.empty((4, k_len), dtype=q.dtype)      # dP for 4 rows, then overwritten with dS
     no_row = np.zeros(k_len, dtype=q.dtype)        # coefficients of a repeated (past the end) row
     for b in range(batch):
         for h in range(num_heads):
-            c0 = h * depth
-            _transpose_head(v, b, c0, v_t)
+            c = h * depth
+            _transpose_head(v, b, v_col + c, v_t)
             p = weights[b, h]
             for i0 in range(0, q_len, 4):
                 i1, i2, i3 = min(i0 + 1, last), min(i0 + 2, last), min(i0 + 3, last)
-                _four_rows_times(grad[b, i0], grad[b, i1], grad[b, i2], grad[b, i3], c0, v_t, d_p)
+                _four_rows_times(grad[b, i0], grad[b, i1], grad[b, i2], grad[b, i3], c, v_t, d_p)
                 for r in range(4):  # softmax backward: dS = P * (dP - sum(P * dP)) * scale
                     p_row, d_row = p[min(i0 + r, last)], d_p[r]
                     total = vsplat(zero)
@@ -239,23 +245,25 @@ def _attention_backward_kernel(grad, q, k, v, weights, num_heads, dq, dk, dv):
                     for j0 in range(0, k_len, step):
                         n = k_len - j0
                         vstore(d_row, j0, n, vload(p_row, j0, n, zero) * (vload(d_row, j0, n, zero) - dot) * scale)
-                _four_weighted_sums(d_p[0], d_p[1], d_p[2], d_p[3], k, b, c0, depth,
-                                    dq[b, i0], dq[b, i1], dq[b, i2], dq[b, i3])
+                _four_weighted_sums(d_p[0], d_p[1], d_p[2], d_p[3], k, b, k_col + c, depth,
+                                    dq[b, i0], dq[b, i1], dq[b, i2], dq[b, i3], q_col + c)
                 valid = q_len - i0  # repeated rows must not add to dK and dV twice
                 d1, d2, d3 = (d_p[1] if valid > 1 else no_row), (d_p[2] if valid > 2 else no_row), \
                     (d_p[3] if valid > 3 else no_row)
                 p1, p2, p3 = (p[i1] if valid > 1 else no_row), (p[i2] if valid > 2 else no_row), \
                     (p[i3] if valid > 3 else no_row)
-                _add_outer_products(d_p[0], d1, d2, d3, q[b, i0], q[b, i1], q[b, i2], q[b, i3], c0, depth, dk, b)
-                _add_outer_products(p[i0], p1, p2, p3, grad[b, i0], grad[b, i1], grad[b, i2], grad[b, i3],
-                                    c0, depth, dv, b)
+                _add_outer_products(d_p[0], d1, d2, d3, q[b, i0], q[b, i1], q[b, i2], q[b, i3], q_col + c,
+                                    depth, dk, b, k_col + c)
+                _add_outer_products(p[i0], p1, p2, p3, grad[b, i0], grad[b, i1], grad[b, i2], grad[b, i3], c,
+                                    depth, dv, b, v_col + c)
 
 
 # ---------------------------------------------------------------- public entry points
-def _kernel_fits(q, k, v, num_heads):
-    return (q.dtype in (np.float32, np.float64) and q.dtype == k.dtype == v.dtype
-            and q.ndim == 3 and k.ndim == 3 and v.ndim == 3 and q.size > 0 and k.size > 0
-            and q.shape[2] % num_heads == 0)
+def _kernel_fits(arrays, num_heads, width, columns):
+    first = arrays[0]
+    return (first.dtype in (np.float32, np.float64) and all(a.dtype == first.dtype and a.ndim == 3 for a in arrays)
+            and all(a.size > 0 and a.flags.c_contiguous for a in arrays) and width % num_heads == 0
+            and all(0 <= c and c + width <= a.shape[2] for a, c in zip(arrays, columns)))
 
 
 def _mask_as_bias(allowed, weights_shape, dtype):
@@ -271,28 +279,41 @@ def _mask_as_bias(allowed, weights_shape, dtype):
     return np.ascontiguousarray(bias.reshape(-1, k_len), dtype=dtype), strides
 
 
-def attention(q, k, v, allowed, num_heads):
-    """(output, weights) of multi-head attention on merged-head arrays; see the module docstring.
+def _columns(x, first, width):
+    return x[..., first:first + width]
 
-    q (B, Tq, width), k and v (B, Tk, width), allowed: bool, broadcastable to (B, heads, Tq, Tk)."""
-    if numpy_selected() or not _kernel_fits(q, k, v, num_heads):
-        return attention_numpy(q, k, v, allowed, num_heads)
-    batch, q_len, width = q.shape
-    k_len = k.shape[1]
-    out = np.empty(q.shape, dtype=q.dtype)
+
+def attention(q, k, v, allowed, num_heads, width=None, columns=(0, 0, 0)):
+    """(output (B, Tq, width), weights (B, heads, Tq, Tk)) of multi-head attention.
+
+    q (B, Tq, *), k and v (B, Tk, *): the heads of q are its columns
+    columns[0] : columns[0] + width (width defaults to q's last dimension), and so
+    on for k and v, so one array may hold several projections side by side.
+    allowed: bool, broadcastable to (B, heads, Tq, Tk)."""
+    width = q.shape[2] - columns[0] if width is None else width
+    if numpy_selected() or not _kernel_fits((q, k, v), num_heads, width, columns):
+        return attention_numpy(*(_columns(x, c, width) for x, c in zip((q, k, v), columns)), allowed, num_heads)
+    batch, q_len, k_len = q.shape[0], q.shape[1], k.shape[1]
+    out = np.empty((batch, q_len, width), dtype=q.dtype)
     weights = np.empty((batch, num_heads, q_len, k_len), dtype=q.dtype)
     bias, strides = _mask_as_bias(allowed, weights.shape, q.dtype)
-    _attention_kernel(np.ascontiguousarray(q), np.ascontiguousarray(k), np.ascontiguousarray(v),
-                      bias, strides, num_heads, out, weights)
+    _attention_kernel(q, k, v, np.asarray(columns, np.int64), num_heads, bias, strides, out, weights)
     return out, weights
 
 
-def attention_backward(grad, q, k, v, weights, num_heads):
-    """(dq, dk, dv) from the output gradient and the forward's saved weights."""
-    if numpy_selected() or not _kernel_fits(q, k, v, num_heads) or grad.dtype != q.dtype:
-        return attention_backward_numpy(grad, q, k, v, weights, num_heads)
-    dq = np.empty(q.shape, dtype=q.dtype)
-    dk, dv = np.zeros(k.shape, dtype=k.dtype), np.zeros(v.shape, dtype=v.dtype)
-    _attention_backward_kernel(np.ascontiguousarray(grad), np.ascontiguousarray(q), np.ascontiguousarray(k),
-                               np.ascontiguousarray(v), np.ascontiguousarray(weights), num_heads, dq, dk, dv)
-    return dq, dk, dv
+def attention_backward(grad, q, k, v, weights, num_heads, dq, dk, dv, columns=(0, 0, 0)):
+    """Writes dq and adds into dk and dv (zero them first) from the output gradient and the
+    forward's saved weights; each goes to the columns its input came from (see ``attention``),
+    and dq, dk, dv may be one array when q, k, v are."""
+    width = grad.shape[2]
+    arrays = (q, k, v, dq, dk, dv)
+    if numpy_selected() or grad.dtype != q.dtype or not grad.flags.c_contiguous \
+            or not _kernel_fits(arrays, num_heads, width, columns * 2):
+        parts = (_columns(x, c, width) for x, c in zip((q, k, v), columns))
+        d_q, d_k, d_v = attention_backward_numpy(grad, *parts, weights, num_heads)
+        _columns(dq, columns[0], width)[...] = d_q
+        _columns(dk, columns[1], width)[...] += d_k
+        _columns(dv, columns[2], width)[...] += d_v
+        return
+    _attention_backward_kernel(grad, q, k, v, np.asarray(columns, np.int64), np.ascontiguousarray(weights),
+                               num_heads, dq, dk, dv)

@@ -16,24 +16,45 @@ from ..function import Function
 class MultiHeadAttentionCore(Function):
     """softmax(Q_h K_hᵀ / sqrt(d) + mask) V_h for every head h, heads merged.
 
-    q (B, Tq, width), k and v (B, Tk, width), width = num_heads * d: head h is
-    the column block h*d : (h+1)*d (the layout the projections produce).
-    ``allowed``: bool, broadcastable to (B, num_heads, Tq, Tk), True = may attend.
-    The attention weights (B, num_heads, Tq, Tk) are kept as ``self.weights``
-    (and handed to ``weights_out``): they are for inspection and carry no gradient.
+    Inputs are the distinct arrays that hold Q, K and V ("sources"): Q, K and V
+    may be three arrays, or one array with the three projections side by side
+    (self-attention: x @ [W_q | W_k | W_v] is one matrix product), or Q in one
+    and K, V in another (cross-attention). ``layout`` gives, for Q, K and V,
+    (which source, first column); each is ``width`` columns wide, head h being
+    columns h*d : (h+1)*d of it. ``allowed``: bool, broadcastable to
+    (B, num_heads, Tq, Tk), True = may attend. The weights (B, num_heads, Tq, Tk)
+    are handed to ``weights_out``: for inspection, they carry no gradient.
     """
 
-    def forward(self, q, k, v, num_heads, allowed, weights_out):
-        if q.ndim != 3 or k.ndim != 3 or v.ndim != 3 or not q.shape[0] == k.shape[0] == v.shape[0] \
-                or not q.shape[2] == k.shape[2] == v.shape[2] or k.shape[1] != v.shape[1]:
+    def forward(self, *sources, num_heads, width, layout, allowed, weights_out):
+        q, k, v = (sources[s] for s, _ in layout)
+        if not (q.ndim == k.ndim == v.ndim == 3 and q.shape[0] == k.shape[0] == v.shape[0]
+                and k.shape[1] == v.shape[1]) or any(c + width > x.shape[2] for x, (_, c) in zip((q, k, v), layout)):
             raise ValueError(f"attention: q {q.shape}, k {k.shape} and v {v.shape} do not fit: need q "
-                             "(batch, Tq, width), k and v (batch, Tk, width)")
-        if q.shape[2] % num_heads:
-            raise ValueError(f"attention: width {q.shape[2]} is not divisible by num_heads {num_heads}")
-        self.q, self.k, self.v, self.num_heads = q, k, v, num_heads
-        out, self.weights = kernels.attention(q, k, v, allowed, num_heads)
+                             f"(batch, Tq, {width}), k and v (batch, Tk, {width})")
+        if width % num_heads:
+            raise ValueError(f"attention: width {width} is not divisible by num_heads {num_heads}")
+        self.sources = [np.ascontiguousarray(s) for s in sources]
+        self.num_heads, self.width, self.layout = num_heads, width, layout
+        self.columns = tuple(c for _, c in layout)
+        out, self.weights = kernels.attention(*(self.sources[s] for s, _ in layout), allowed, num_heads,
+                                              width, self.columns)
         weights_out.append(self.weights)
         return out
 
     def backward(self, grad):
-        return kernels.attention_backward(grad, self.q, self.k, self.v, self.weights, self.num_heads)
+        grads = [np.zeros_like(s) for s in self.sources]
+        targets, claimed, separate = [], [[] for _ in self.sources], []
+        for source, column in self.layout:
+            if any(abs(column - other) < self.width for other in claimed[source]):
+                target = np.zeros_like(self.sources[source])    # overlaps another role: add it afterwards
+                separate.append((source, target))
+            else:
+                target = grads[source]
+                claimed[source].append(column)
+            targets.append(target)
+        kernels.attention_backward(np.ascontiguousarray(grad), *(self.sources[s] for s, _ in self.layout),
+                                   self.weights, self.num_heads, *targets, self.columns)
+        for source, target in separate:
+            grads[source] += target
+        return tuple(grads)
