@@ -4,6 +4,7 @@ finite differences, the backend switch and the cache fallback."""
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 import warnings
 
@@ -87,35 +88,63 @@ def test_matmul_other_strides_are_copied(dtype):
     np.testing.assert_allclose(kernels.matmul(a, b), np.matmul(a, b), **TOL[dtype])
 
 
+def _operands(m, k, n, dtype, a_transposed, b_transposed, batch=3):
+    """(a, b, A, B): the operands as the batch kernels take them (A^T, B^T stored
+    contiguous where transposed) and as plain A (batch x m x k), B (batch x k x n)."""
+    a, b = rand((batch, m, k), dtype, 24), rand((batch, k, n), dtype, 25)
+    a_arg = np.ascontiguousarray(a.swapaxes(-1, -2)) if a_transposed else a
+    b_arg = np.ascontiguousarray(b.swapaxes(-1, -2)) if b_transposed else b
+    return a_arg, b_arg, a, b
+
+
+def _check_batch_kernel(kernel, m, k, n, dtype, a_transposed, b_transposed):
+    a, b, a_plain, b_plain = _operands(m, k, n, dtype, a_transposed, b_transposed)
+    out = np.full((3, m, n), np.nan, dtype=dtype)
+    kernel(a, b, out, matmul_kernels._SAME_BATCH, matmul_kernels._SAME_BATCH)
+    np.testing.assert_allclose(out, a_plain @ b_plain, **TOL[dtype])
+    a_index, b_index = np.array([2, 0, 2, 1], dtype=np.int64), np.array([0, 0, 1, 2], dtype=np.int64)
+    out = np.full((4, m, n), np.nan, dtype=dtype)  # broadcast batch: items picked by index
+    kernel(a, b, out, a_index, b_index)
+    np.testing.assert_allclose(out, a_plain[a_index] @ b_plain[b_index], **TOL[dtype])
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("m,k,n", [(20, 16, 20), (20, 20, 16), (1, 1, 1), (3, 5, 2), (9, 7, 8), (13, 3, 17),
-                                   (5, 4, 33), (8, 2, 48), (17, 9, 50), (4, 0, 6)])
-def test_batch_kernels_every_tile_shape(m, k, n, dtype):
-    """The batch kernels directly, whatever the dispatch rule picks on this CPU:
-    every tile (8x1, 4x1, 4x2, 4x3) with ragged rows and columns, B as is and transposed."""
-    a, b = rand((3, m, k), dtype, 24), rand((3, k, n), dtype, 25)
-    out = np.full((3, m, n), np.nan, dtype=dtype)
-    matmul_kernels._matmul_batch(a, b, out, matmul_kernels._SAME_BATCH, matmul_kernels._SAME_BATCH)
-    np.testing.assert_allclose(out, a @ b, **TOL[dtype])
-    out[:] = np.nan
-    matmul_kernels._matmul_batch_b_transposed(a, np.ascontiguousarray(b.swapaxes(-1, -2)), out,
-                                       matmul_kernels._SAME_BATCH, matmul_kernels._SAME_BATCH)
-    np.testing.assert_allclose(out, a @ b, **TOL[dtype])
-    index = np.array([2, 0], dtype=np.int64)  # broadcast batch: items picked by index
-    out2 = np.empty((2, m, n), dtype=dtype)
-    matmul_kernels._matmul_batch(a, b, out2, index, index[::-1].copy())
-    np.testing.assert_allclose(out2, a[index] @ b[index[::-1]], **TOL[dtype])
+                                   (5, 4, 33), (8, 2, 48), (17, 9, 50), (4, 0, 6), (16, 20, 20), (12, 13, 40),
+                                   (11, 6, 16), (25, 32, 31)])
+@pytest.mark.parametrize("a_transposed,b_transposed", matmul_kernels._LAYOUTS)
+def test_batch_kernels_every_tile_shape(m, k, n, a_transposed, b_transposed, dtype):
+    """The kernels for any sizes, directly, whatever the dispatch rule picks: every tile (10x1, 5x2,
+    4x2) with ragged rows (M below the tile height, a last tile that overlaps the one before) and
+    columns, K not a multiple of 4, all four layouts (A, B each as is or transposed), broadcast batches."""
+    _check_batch_kernel(matmul_kernels._GENERAL_KERNELS[a_transposed, b_transposed], m, k, n, dtype,
+                        a_transposed, b_transposed)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("m,k,n,a_transposed,b_transposed", matmul_kernels._UNROLLED)
+def test_unrolled_kernels(m, k, n, a_transposed, b_transposed, dtype):
+    """The kernels compiled for one shape (the sizes as constants), and matmul picks them."""
+    kernel = matmul_kernels._batch_kernel(m, k, n, a_transposed, b_transposed)
+    assert kernel is matmul_kernels._UNROLLED_KERNELS[m, k, n, a_transposed, b_transposed]
+    _check_batch_kernel(kernel, m, k, n, dtype, a_transposed, b_transposed)
+    assert matmul_kernels._batch_kernel(m + 1, k, n, a_transposed, b_transposed) is \
+        matmul_kernels._GENERAL_KERNELS[a_transposed, b_transposed]
 
 
 def test_matmul_dispatch_rule():
-    f32, lanes = np.float32, kernels.lanes(np.empty(0, np.float32))
+    f32 = np.float32
     use = lambda a, b: matmul_kernels._use_numba_matmul(a, b)  # noqa: E731
+    t = lambda shape: np.empty(shape[:-2] + shape[:-3:-1], f32).swapaxes(-1, -2)  # noqa: E731  a transposed view
     scores = (np.empty((512, 20, 16), f32), np.empty((512, 16, 20), f32))
     assert use(*scores)
-    assert use(scores[0], np.empty((512, 20, 16), f32).swapaxes(-1, -2))  # Q @ K.swapaxes: B^T is fine
-    assert not use(np.empty((512, 16, 20), f32).swapaxes(-1, -2), scores[1])  # A^T: BLAS's transpose flag
+    assert use(scores[0], t((512, 16, 20)))  # Q @ K.swapaxes: B^T is read in place
+    wide = kernels.lanes(np.empty(0, f32)) == 16  # AVX-512
+    assert use(t((512, 20, 20)), np.empty((512, 20, 16), f32)) == wide  # the backward's P^T @ g: read in place too
+    assert not use(t((512, 20, 16)), np.empty((512, 16, 24), f32))  # other A^T: BLAS (its transpose flag)
+    assert not use(t((512, 20, 20)), t((512, 20, 16)))  # A^T @ B^T: BLAS
     assert use(np.empty((1, 4, 20, 16), f32), np.empty((8, 4, 16, 20), f32))
-    assert use(np.empty((512, 20, 20), f32), np.empty((512, 20, 16), f32)) == (16 > lanes)
+    assert use(np.empty((512, 20, 20), f32), np.empty((512, 20, 16), f32))  # P @ V: one-vector rows
     blas = [((2560, 64), (64, 256)), ((1024, 1024), (1024, 1024)), ((128, 20, 64), (64, 256)),
             ((4, 128, 128), (4, 128, 128)), ((4, 20, 64), (4, 64, 20))]
     for shape_a, shape_b in blas:
@@ -126,17 +155,89 @@ def test_matmul_dispatch_rule():
 
 def test_matmul_uses_the_kernel_only_where_the_rule_says(monkeypatch):
     calls = []
-    for name in ["_matmul_batch", "_matmul_batch_b_transposed"]:
-        real = getattr(matmul_kernels, name)
-        monkeypatch.setattr(matmul_kernels, name, lambda *args, name=name, real=real: calls.append(name) or real(*args))
+    real = matmul_kernels._batch_kernel
+    monkeypatch.setattr(matmul_kernels, "_batch_kernel", lambda *key: calls.append(key) or real(*key))
     a, b = rand((8, 20, 16), np.float32), rand((8, 16, 20), np.float32)
     kernels.matmul(a, b)
     kernels.matmul(a, np.ascontiguousarray(b.swapaxes(-1, -2)).swapaxes(-1, -2))
-    assert calls == ["_matmul_batch", "_matmul_batch_b_transposed"]
+    p = rand((8, 20, 20), np.float32)
+    kernels.matmul(p.swapaxes(-1, -2), rand((8, 20, 16), np.float32))
+    wide = kernels.lanes(np.empty(0, np.float32)) == 16
+    assert calls == [(20, 16, 20, False, False), (20, 16, 20, False, True)] + wide * [(20, 20, 16, True, False)]
+    kernels.matmul(np.ascontiguousarray(b.swapaxes(-1, -2)).swapaxes(-1, -2), rand((8, 20, 24), np.float32))
     kernels.matmul(rand((40, 64), np.float32), rand((64, 32), np.float32))
     kernels.matmul(rand((8, 20, 64), np.float32), rand((64, 32), np.float32))
-    kernels.matmul(np.ascontiguousarray(b.swapaxes(-1, -2)).swapaxes(-1, -2), rand((8, 20, 24), np.float32))
-    assert len(calls) == 2
+    kernels.matmul(p.swapaxes(-1, -2), p.swapaxes(-1, -2))  # A^T @ B^T
+    assert len(calls) == 2 + wide
+
+
+def test_matmul_with_256_bit_vectors():
+    """MINIGRAD_VECTOR_BYTES=32 (the AVX2 width: 8 float32 / 4 float64 lanes, so the 5x2 tile
+    covers 16 / 8 columns and N = 20 takes three tile columns). A fresh Numba cache: cached
+    512-bit code would otherwise be loaded (Numba does not key its cache on globals)."""
+    code = """
+        import numpy as np
+        from minigrad import kernels as K
+        from minigrad.kernels import matmul_kernels as MK
+        assert K.lanes(np.empty(0, np.float32)) == 8
+        r = np.random.default_rng(0)
+        cases = [(np.float32, 20, 16, 20, False, True), (np.float32, 20, 20, 16, False, False),
+                 (np.float32, 16, 20, 20, True, False), (np.float32, 13, 7, 29, False, False),
+                 (np.float64, 20, 20, 16, False, False), (np.float64, 11, 9, 21, False, True)]
+        for dt, m, k, n, a_t, b_t in cases:
+            a, b = r.standard_normal((4, m, k)).astype(dt), r.standard_normal((4, k, n)).astype(dt)
+            a_stored = np.ascontiguousarray(a.swapaxes(-1, -2)) if a_t else a
+            b_stored = np.ascontiguousarray(b.swapaxes(-1, -2)) if b_t else b
+            tol = 2e-5 if dt == np.float32 else 1e-12
+            np.testing.assert_allclose(K.matmul(a_stored.swapaxes(-1, -2) if a_t else a,
+                                                b_stored.swapaxes(-1, -2) if b_t else b), a @ b, rtol=tol, atol=tol)
+            out = np.empty((4, m, n), dt)  # the kernel itself, whatever the dispatch rule says
+            MK._batch_kernel(m, k, n, a_t, b_t)(a_stored, b_stored, out, MK._SAME_BATCH, MK._SAME_BATCH)
+            np.testing.assert_allclose(out, a @ b, rtol=tol, atol=tol)
+        print("ok")
+    """
+    with tempfile.TemporaryDirectory() as cache:
+        assert run_python(code, MINIGRAD_VECTOR_BYTES="32", NUMBA_CACHE_DIR=cache).strip() == "ok"
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_simd_helpers_for_matmul(dtype):
+    """vtranspose, vbroadcast, flat and rebase, compiled, against their plain-Python versions."""
+    import numba
+
+    @numba.njit
+    def transpose(src, start, stride, rows, cols, dst, dst_start, dst_stride):
+        simd.vtranspose(src, start, stride, rows, cols, dst, dst_start, dst_stride)
+
+    @numba.njit
+    def broadcast_from(x, start, index, out):
+        simd.vstore(out, 0, out.size, simd.vbroadcast(simd.rebase(simd.flat(x), start), index))
+
+    lanes = kernels.lanes(np.empty(0, dtype))
+    src = np.arange(1000, dtype=dtype)
+    # rows, cols (both clipped to lanes), start, stride, dst_start, dst_stride
+    blocks = [(lanes, lanes, 0, 20, 3, 17), (4, lanes, 7, 16, 0, 20), (lanes + 3, 2, 1, 9, 5, lanes),
+              (0, 3, 0, 5, 0, 5), (1, 1, 2, 3, 4, 5)]
+    for rows, cols, start, stride, dst_start, dst_stride in blocks:
+        want, got = np.full(600, -1, dtype=dtype), np.full(600, -1, dtype=dtype)
+        simd.vtranspose(src, start, stride, rows, cols, want, dst_start, dst_stride)
+        transpose(src, start, stride, rows, cols, got, dst_start, dst_stride)
+        np.testing.assert_array_equal(got, want)
+        r, c = min(rows, lanes) - 1, min(cols, lanes) - 1  # the last element of the block
+        if r >= 0 and c >= 0:
+            assert got[dst_start + c * dst_stride + r] == src[start + r * stride + c]
+        assert (got != -1).sum() == max(r + 1, 0) * max(c + 1, 0)
+    x, out = rand((3, 4), dtype, 30), np.zeros(lanes, dtype)
+    broadcast_from(x, 5, 2, out)
+    np.testing.assert_array_equal(out, x.flat[7])
+    np.testing.assert_array_equal(simd.vbroadcast(simd.rebase(simd.flat(x), 5), 2), out)
+
+
+def test_matmul_read_only_inputs():
+    a, b = rand((4, 20, 20), np.float32, 1), rand((4, 20, 16), np.float32, 2)
+    a.flags.writeable = b.flags.writeable = False
+    for x, y in [(a, b), (a.swapaxes(-1, -2), b), (b.swapaxes(-1, -2), a)]:
+        np.testing.assert_allclose(kernels.matmul(x, y), np.matmul(x, y), **TOL[np.float32])
 
 
 def test_matmul_mismatched_shapes_raise_like_numpy():
@@ -343,7 +444,7 @@ def test_unknown_backend_lists_valid_names():
 def test_numpy_backend_never_touches_numba(monkeypatch):
     def boom(*args):
         raise AssertionError("a Numba kernel ran")
-    kernel_names = {matmul_kernels: ["_matmul_batch", "_matmul_batch_b_transposed"],
+    kernel_names = {matmul_kernels: ["_batch_kernel"],
                     softmax_kernels: ["_softmax_kernel", "_softmax_backward_kernel", "_log_softmax_kernel",
                                       "_log_softmax_backward_kernel"],
                     layer_norm_kernels: ["_layer_norm_kernel", "_layer_norm_backward_kernel"]}
@@ -417,6 +518,9 @@ def test_kernels_run_as_plain_python_with_jit_disabled():
         for dt in (np.float32, np.float64):
             a, b = r.standard_normal((2, 5, 3)).astype(dt), r.standard_normal((2, 9, 3)).astype(dt)
             np.testing.assert_allclose(K.matmul(a, b.swapaxes(-1, -2)), a @ b.swapaxes(-1, -2), rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(K.matmul(b.swapaxes(-1, -2), b), b.swapaxes(-1, -2) @ b, rtol=1e-5, atol=1e-6)
+            a, b = r.standard_normal((2, 20, 20)).astype(dt), r.standard_normal((2, 20, 16)).astype(dt)
+            np.testing.assert_allclose(K.matmul(a, b), a @ b, rtol=1e-5, atol=1e-5)  # a compiled-for-shape kernel
             x = r.standard_normal((3, 11)).astype(dt)
             x[1] = -np.inf
             g = r.standard_normal((3, 11)).astype(dt)

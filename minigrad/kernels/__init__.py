@@ -31,14 +31,15 @@ Layout of this package
 
 The matmul dispatch rule (``_use_numba_matmul``)
 -----------------------------------------------
-The Numba kernel is used for a *batch of small matrices* where both operands
-carry their own batch and the output rows need more than one vector register
-(attention scores Q @ K^T, and g @ V^T in the backward), unless A is a
-transposed view. BLAS (via ``np.matmul``) does everything else: plain 2-D
-products, matrices above 32 on a side, a batch times one shared 2-D weight
-(reshaped to a single 2-D product so BLAS runs once), and the cases where
-BLAS measured as fast or faster. Why a kernel at all: for 20x16 matrices
-numpy calls BLAS once per matrix and pays its per-call cost 512 times.
+The Numba kernel is used for a *batch of small matrices* (all of M, K, N at
+most 32) where both operands carry their own batch: attention's Q @ K^T and
+P @ V and their backward products, where numpy calls BLAS once per tiny
+matrix. BLAS (via ``np.matmul``) does everything else: plain 2-D products, a
+batch times one shared 2-D weight (reshaped to a single 2-D product so BLAS
+runs once), larger matrices, and the transposed-A layouts where BLAS
+measured as fast. The rule's docstring lists the measurements behind each case.
+The model itself runs attention through the fused kernel in
+``attention_kernels.py``; the batched matmul serves everything written op by op.
 
 Threading: no kernel here uses ``prange``, deliberately. Measured on this
 2-vCPU VM (examples/benchmark_kernels.py runs the probe): an empty parallel

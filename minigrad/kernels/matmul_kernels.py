@@ -2,6 +2,28 @@
 
 The dispatch rule is one function, ``_use_numba_matmul``; ``matmul`` is the
 public entry point and ``matmul_numpy`` its twin.
+
+Where the time goes (float32, 512 matrices, AVX-512 Xeon, 2 vCPUs shared
+with other work): np.matmul calls BLAS once per 20x20 matrix, ~250-450 ns
+each. The kernel computes a matrix in ~120 ns of arithmetic (P @ V: 400
+vector FMAs, each with a broadcast load of one element of A), so a batch
+costs mostly the memory traffic: reading A and B and writing C (2.1 MB)
+alone takes ~90-120 us here, and the kernel takes ~100-150 us. That, and
+not the arithmetic, bounds the speed-up over np.matmul: P @ V measured
+1.3x (quiet machine, numpy ~137 us) to 1.6x (busy machine, numpy ~240 us);
+Q @ K^T 1.6-1.8x; Q @ K.swapaxes(-1, -2) 2.5-2.9x (numpy is slow on B^T).
+What made the kernel fast (each measured, examples/benchmark_kernels.py):
+  * reading A through ``vbroadcast`` (no negative-index check: 1.5x) and
+    the batch through flat views (``flat``: no reference counting per
+    matrix, ~10%) instead of ``a[p]`` views and tile calls with array args;
+  * copies of the loops compiled for the attention shapes (1.15-1.45x);
+  * A addressed at constant offsets from one register (``rebase``: ~7%);
+  * B^T transposed with lane shuffles (``vtranspose``): LLVM vectorised a
+    scalar transposing loop with gathers, ~30 cycles each on this CPU (the
+    B^T product ran ~2.8x slower than the same product with B as is).
+Tried and dropped: software prefetching of the next matrices (5-20%
+slower), a 20-row tile for P @ V (same speed), a prange over the batch
+(see examples/benchmark_kernels.py: slower once BLAS threads have run).
 """
 import math
 
@@ -9,7 +31,7 @@ import numpy as np
 
 from .backend import numpy_selected
 from .jit import jit
-from .simd import VECTOR_BYTES, lanes, vfma, vload, vsplat, vstore
+from .simd import VECTOR_BYTES, flat, lanes, rebase, vbroadcast, vfma, vload, vsplat, vstore, vtranspose
 
 
 def matmul_numpy(a, b):
@@ -17,187 +39,309 @@ def matmul_numpy(a, b):
     return np.matmul(a, b)
 
 
-# The tiles: C[rows, j0:j0+w] = A[rows, :] @ B[:, j0:j0+w] for 4 rows and
-# w = 3, 2 or 1 vectors of columns (or 8 rows and 1 vector), accumulated in
-# 12, 8, 4 (or 8) registers while k runs. Each k step loads a piece of row k
-# of B and broadcasts one element of A per row: this keeps the loads few and
-# the inner loop free of memory writes. Row indices past the end repeat the
-# last row (the same value is stored twice); columns past the end are masked.
-@jit()
-def _tile_4x3(A, B, C, i0, i1, i2, i3, j0):
-    step = lanes(C)
-    n0 = C.shape[1] - j0  # how many columns are left: vload/vstore clip to the lane count
-    n1, n2 = n0 - step, n0 - 2 * step
-    zero = C.dtype.type(0)
-    c00 = c01 = c02 = c10 = c11 = c12 = c20 = c21 = c22 = c30 = c31 = c32 = vsplat(zero)
-    for k in range(A.shape[1]):
-        b_row = B[k]
-        b0 = vload(b_row, j0, n0, zero)
-        b1 = vload(b_row, j0 + step, n1, zero)
-        b2 = vload(b_row, j0 + 2 * step, n2, zero)
-        a = vsplat(A[i0, k])
-        c00, c01, c02 = vfma(c00, a, b0), vfma(c01, a, b1), vfma(c02, a, b2)
-        a = vsplat(A[i1, k])
-        c10, c11, c12 = vfma(c10, a, b0), vfma(c11, a, b1), vfma(c12, a, b2)
-        a = vsplat(A[i2, k])
-        c20, c21, c22 = vfma(c20, a, b0), vfma(c21, a, b1), vfma(c22, a, b2)
-        a = vsplat(A[i3, k])
-        c30, c31, c32 = vfma(c30, a, b0), vfma(c31, a, b1), vfma(c32, a, b2)
-    for i, v0, v1, v2 in ((i0, c00, c01, c02), (i1, c10, c11, c12), (i2, c20, c21, c22), (i3, c30, c31, c32)):
-        vstore(C[i], j0, n0, v0)
-        vstore(C[i], j0 + step, n1, v1)
-        vstore(C[i], j0 + 2 * step, n2, v2)
-
-
-@jit()
-def _tile_4x2(A, B, C, i0, i1, i2, i3, j0):
-    step = lanes(C)
-    n0 = C.shape[1] - j0
-    n1 = n0 - step
-    zero = C.dtype.type(0)
-    c00 = c01 = c10 = c11 = c20 = c21 = c30 = c31 = vsplat(zero)
-    for k in range(A.shape[1]):
-        b_row = B[k]
-        b0 = vload(b_row, j0, n0, zero)
-        b1 = vload(b_row, j0 + step, n1, zero)
-        a = vsplat(A[i0, k])
-        c00, c01 = vfma(c00, a, b0), vfma(c01, a, b1)
-        a = vsplat(A[i1, k])
-        c10, c11 = vfma(c10, a, b0), vfma(c11, a, b1)
-        a = vsplat(A[i2, k])
-        c20, c21 = vfma(c20, a, b0), vfma(c21, a, b1)
-        a = vsplat(A[i3, k])
-        c30, c31 = vfma(c30, a, b0), vfma(c31, a, b1)
-    for i, v0, v1 in ((i0, c00, c01), (i1, c10, c11), (i2, c20, c21), (i3, c30, c31)):
-        vstore(C[i], j0, n0, v0)
-        vstore(C[i], j0 + step, n1, v1)
-
-
-@jit()
-def _tile_4x1(A, B, C, i0, i1, i2, i3, j0):
-    n0 = C.shape[1] - j0
-    zero = C.dtype.type(0)
-    c0 = c1 = c2 = c3 = vsplat(zero)
-    for k in range(A.shape[1]):
-        b0 = vload(B[k], j0, n0, zero)
-        c0 = vfma(c0, vsplat(A[i0, k]), b0)
-        c1 = vfma(c1, vsplat(A[i1, k]), b0)
-        c2 = vfma(c2, vsplat(A[i2, k]), b0)
-        c3 = vfma(c3, vsplat(A[i3, k]), b0)
-    vstore(C[i0], j0, n0, c0)
-    vstore(C[i1], j0, n0, c1)
-    vstore(C[i2], j0, n0, c2)
-    vstore(C[i3], j0, n0, c3)
-
-
-@jit()
-def _tile_8x1(A, B, C, i0):
-    """Rows i0..i0+7 of C when C is at most one vector wide: 8 rows keep 8
-    independent accumulators going (4 would wait on the FMA latency)."""
-    last = C.shape[0] - 1
-    i1, i2, i3 = min(i0 + 1, last), min(i0 + 2, last), min(i0 + 3, last)
-    i4, i5, i6, i7 = min(i0 + 4, last), min(i0 + 5, last), min(i0 + 6, last), min(i0 + 7, last)
-    n0 = C.shape[1]
-    zero = C.dtype.type(0)
-    c0 = c1 = c2 = c3 = c4 = c5 = c6 = c7 = vsplat(zero)
-    for k in range(A.shape[1]):
-        b0 = vload(B[k], 0, n0, zero)
-        c0 = vfma(c0, vsplat(A[i0, k]), b0)
-        c1 = vfma(c1, vsplat(A[i1, k]), b0)
-        c2 = vfma(c2, vsplat(A[i2, k]), b0)
-        c3 = vfma(c3, vsplat(A[i3, k]), b0)
-        c4 = vfma(c4, vsplat(A[i4, k]), b0)
-        c5 = vfma(c5, vsplat(A[i5, k]), b0)
-        c6 = vfma(c6, vsplat(A[i6, k]), b0)
-        c7 = vfma(c7, vsplat(A[i7, k]), b0)
-    for i, v in ((i0, c0), (i1, c1), (i2, c2), (i3, c3), (i4, c4), (i5, c5), (i6, c6), (i7, c7)):
-        vstore(C[i], 0, n0, v)
+# The kernels work on the flattened arrays with element offsets: one matrix
+# is a block of M*K (K*N, M*N) elements, and nothing creates an array view
+# per matrix or per row. A may also be stored transposed (each item K x M):
+# the tiles read A[i, k] at a0 + i*lda_i + k*lda_k, so A^T is read in place.
+#
+# The tiles: C[rows, j:j+w] = A[rows, :] @ B[:, j:j+w] for 10 rows and one
+# vector of columns, or 5 (or 4) rows and two vectors: 10 (8) accumulator
+# registers, enough to keep both FMA units busy (4-cycle latency), and few
+# enough for AVX2's 16 registers. Each k step loads a piece of row k of B
+# and broadcasts one element of A per row straight from memory into the FMA;
+# the loop writes no memory. Columns past the end are masked; rows come from
+# _rows_10 / _rows_5 / _rows_4. Four k steps per trip, with A read through
+# rebase() from A[rows[0], k] on: with the sizes known at compile time every
+# A offset within a trip is then a constant.
+@jit(forceinline=True)
+def _fma_10x1(acc, a, a_rows, k, b0):
+    """One k step of the 10x1 tile: acc[r] += a[a_rows[r] + k] * b0."""
+    return (vfma(acc[0], vbroadcast(a, a_rows[0] + k), b0), vfma(acc[1], vbroadcast(a, a_rows[1] + k), b0),
+            vfma(acc[2], vbroadcast(a, a_rows[2] + k), b0), vfma(acc[3], vbroadcast(a, a_rows[3] + k), b0),
+            vfma(acc[4], vbroadcast(a, a_rows[4] + k), b0), vfma(acc[5], vbroadcast(a, a_rows[5] + k), b0),
+            vfma(acc[6], vbroadcast(a, a_rows[6] + k), b0), vfma(acc[7], vbroadcast(a, a_rows[7] + k), b0),
+            vfma(acc[8], vbroadcast(a, a_rows[8] + k), b0), vfma(acc[9], vbroadcast(a, a_rows[9] + k), b0))
 
 
 @jit(forceinline=True)
-def _matmul_one(A, B, C):
-    """C = A @ B for one matrix; B and C have contiguous rows, A any strides."""
-    M, N = C.shape
-    step = lanes(C)
-    if N <= step:  # one vector per row: 8 rows at a time
-        for i0 in range(0, M, 8):
-            _tile_8x1(A, B, C, i0)
-        return
-    for i0 in range(0, M, 4):
-        i1, i2, i3 = min(i0 + 1, M - 1), min(i0 + 2, M - 1), min(i0 + 3, M - 1)
-        j0 = 0
-        while j0 < N:  # widest tile first; a tile of fewer vectors for the last columns
-            if N - j0 > 2 * step:
-                _tile_4x3(A, B, C, i0, i1, i2, i3, j0)
-                j0 += 3 * step
-            elif N - j0 > step:
-                _tile_4x2(A, B, C, i0, i1, i2, i3, j0)
-                j0 += 2 * step
-            else:
-                _tile_4x1(A, B, C, i0, i1, i2, i3, j0)
-                j0 += step
+def _fma_5x2(acc, a, a_rows, k, b0, b1):
+    """One k step of the 5x2 tile: acc[2r], acc[2r+1] += a[a_rows[r] + k] * (b0, b1)."""
+    s0, s1, s2 = vbroadcast(a, a_rows[0] + k), vbroadcast(a, a_rows[1] + k), vbroadcast(a, a_rows[2] + k)
+    s3, s4 = vbroadcast(a, a_rows[3] + k), vbroadcast(a, a_rows[4] + k)
+    return (vfma(acc[0], s0, b0), vfma(acc[1], s0, b1), vfma(acc[2], s1, b0), vfma(acc[3], s1, b1),
+            vfma(acc[4], s2, b0), vfma(acc[5], s2, b1), vfma(acc[6], s3, b0), vfma(acc[7], s3, b1),
+            vfma(acc[8], s4, b0), vfma(acc[9], s4, b1))
 
 
-# The batch loops: one for B stored as is, one for B stored transposed (the
-# common case: Q @ K.swapaxes(-1, -2) and the backward's g @ B.swapaxes).
-# Two small loops rather than one with a runtime flag: LLVM optimised the
-# single big loop ~40% worse.
+@jit(forceinline=True)
+def _fma_4x2(acc, a, a_rows, k, b0, b1):
+    """One k step of the 4x2 tile: acc[2r], acc[2r+1] += a[a_rows[r] + k] * (b0, b1)."""
+    s0, s1 = vbroadcast(a, a_rows[0] + k), vbroadcast(a, a_rows[1] + k)
+    s2, s3 = vbroadcast(a, a_rows[2] + k), vbroadcast(a, a_rows[3] + k)
+    return (vfma(acc[0], s0, b0), vfma(acc[1], s0, b1), vfma(acc[2], s1, b0), vfma(acc[3], s1, b1),
+            vfma(acc[4], s2, b0), vfma(acc[5], s2, b1), vfma(acc[6], s3, b0), vfma(acc[7], s3, b1))
+
+
+@jit(forceinline=True)
+def _rows_10(i0, M):
+    """The 10 row indices of the tile that starts at row i0. The last tile of
+    a matrix is moved up to end at row M-1 (overlapping the one before: a few
+    rows are computed twice) so that its rows stay consecutive: with M known
+    at compile time the A offsets are then constants. Only for M < 10 is the
+    last row repeated (the same value is stored twice)."""
+    first, last = max(min(i0, M - 10), 0), M - 1
+    return (first, min(first + 1, last), min(first + 2, last), min(first + 3, last), min(first + 4, last),
+            min(first + 5, last), min(first + 6, last), min(first + 7, last), min(first + 8, last),
+            min(first + 9, last))
+
+
+@jit(forceinline=True)
+def _rows_5(i0, M):
+    """Same for the 5-row tile."""
+    first, last = max(min(i0, M - 5), 0), M - 1
+    return (first, min(first + 1, last), min(first + 2, last), min(first + 3, last), min(first + 4, last))
+
+
+@jit(forceinline=True)
+def _rows_4(i0, M):
+    """Same for the 4-row tile."""
+    first, last = max(min(i0, M - 4), 0), M - 1
+    return (first, min(first + 1, last), min(first + 2, last), min(first + 3, last))
+
+
+@jit(forceinline=True)
+def _tile_10x1(a, a0, lda_i, lda_k, b, c, j, N, rows, K):
+    """C[rows, j:j+step] where A[i, k] = a[a0 + i*lda_i + k*lda_k], B[k, j] =
+    b[k*N + j] and C[i, j] = c[i*N + j] (b and c start at this matrix)."""
+    n = N - j  # columns left: vload/vstore clip to one vector
+    zero = c.dtype.type(0)
+    a_first, i0 = a0 + rows[0] * lda_i, rows[0]
+    a_rows = (0, (rows[1] - i0) * lda_i, (rows[2] - i0) * lda_i, (rows[3] - i0) * lda_i, (rows[4] - i0) * lda_i,
+              (rows[5] - i0) * lda_i, (rows[6] - i0) * lda_i, (rows[7] - i0) * lda_i, (rows[8] - i0) * lda_i,
+              (rows[9] - i0) * lda_i)
+    z = vsplat(zero)
+    acc = (z, z, z, z, z, z, z, z, z, z)
+    k = 0
+    while k + 4 <= K:
+        a_k, b_k = rebase(a, a_first + k * lda_k), k * N + j
+        acc = _fma_10x1(acc, a_k, a_rows, 0, vload(b, b_k, n, zero))
+        acc = _fma_10x1(acc, a_k, a_rows, lda_k, vload(b, b_k + N, n, zero))
+        acc = _fma_10x1(acc, a_k, a_rows, 2 * lda_k, vload(b, b_k + 2 * N, n, zero))
+        acc = _fma_10x1(acc, a_k, a_rows, 3 * lda_k, vload(b, b_k + 3 * N, n, zero))
+        k += 4
+    while k < K:
+        acc = _fma_10x1(acc, rebase(a, a_first + k * lda_k), a_rows, 0, vload(b, k * N + j, n, zero))
+        k += 1
+    vstore(c, rows[0] * N + j, n, acc[0]), vstore(c, rows[1] * N + j, n, acc[1])
+    vstore(c, rows[2] * N + j, n, acc[2]), vstore(c, rows[3] * N + j, n, acc[3])
+    vstore(c, rows[4] * N + j, n, acc[4]), vstore(c, rows[5] * N + j, n, acc[5])
+    vstore(c, rows[6] * N + j, n, acc[6]), vstore(c, rows[7] * N + j, n, acc[7])
+    vstore(c, rows[8] * N + j, n, acc[8]), vstore(c, rows[9] * N + j, n, acc[9])
+
+
+@jit(forceinline=True)
+def _tile_5x2(a, a0, lda_i, lda_k, b, c, j, N, rows, K):
+    """C[rows, j:j+2*step], same arguments."""
+    step = lanes(c)
+    n0 = N - j
+    n1 = n0 - step
+    zero = c.dtype.type(0)
+    a_first, i0 = a0 + rows[0] * lda_i, rows[0]
+    a_rows = (0, (rows[1] - i0) * lda_i, (rows[2] - i0) * lda_i, (rows[3] - i0) * lda_i, (rows[4] - i0) * lda_i)
+    z = vsplat(zero)
+    acc = (z, z, z, z, z, z, z, z, z, z)
+    k = 0
+    while k + 4 <= K:
+        a_k, b_k = rebase(a, a_first + k * lda_k), k * N + j
+        acc = _fma_5x2(acc, a_k, a_rows, 0, vload(b, b_k, n0, zero), vload(b, b_k + step, n1, zero))
+        b_k += N
+        acc = _fma_5x2(acc, a_k, a_rows, lda_k, vload(b, b_k, n0, zero), vload(b, b_k + step, n1, zero))
+        b_k += N
+        acc = _fma_5x2(acc, a_k, a_rows, 2 * lda_k, vload(b, b_k, n0, zero), vload(b, b_k + step, n1, zero))
+        b_k += N
+        acc = _fma_5x2(acc, a_k, a_rows, 3 * lda_k, vload(b, b_k, n0, zero), vload(b, b_k + step, n1, zero))
+        k += 4
+    while k < K:
+        b_k = k * N + j
+        acc = _fma_5x2(acc, rebase(a, a_first + k * lda_k), a_rows, 0,
+                       vload(b, b_k, n0, zero), vload(b, b_k + step, n1, zero))
+        k += 1
+    vstore(c, rows[0] * N + j, n0, acc[0]), vstore(c, rows[0] * N + j + step, n1, acc[1])
+    vstore(c, rows[1] * N + j, n0, acc[2]), vstore(c, rows[1] * N + j + step, n1, acc[3])
+    vstore(c, rows[2] * N + j, n0, acc[4]), vstore(c, rows[2] * N + j + step, n1, acc[5])
+    vstore(c, rows[3] * N + j, n0, acc[6]), vstore(c, rows[3] * N + j + step, n1, acc[7])
+    vstore(c, rows[4] * N + j, n0, acc[8]), vstore(c, rows[4] * N + j + step, n1, acc[9])
+
+
+@jit(forceinline=True)
+def _tile_4x2(a, a0, lda_i, lda_k, b, c, j, N, rows, K):
+    """C[rows, j:j+2*step] with 4 rows (8 accumulators: still enough for the FMA latency)."""
+    step = lanes(c)
+    n0 = N - j
+    n1 = n0 - step
+    zero = c.dtype.type(0)
+    a_first, i0 = a0 + rows[0] * lda_i, rows[0]
+    a_rows = (0, (rows[1] - i0) * lda_i, (rows[2] - i0) * lda_i, (rows[3] - i0) * lda_i)
+    z = vsplat(zero)
+    acc = (z, z, z, z, z, z, z, z)
+    k = 0
+    while k + 4 <= K:
+        a_k, b_k = rebase(a, a_first + k * lda_k), k * N + j
+        acc = _fma_4x2(acc, a_k, a_rows, 0, vload(b, b_k, n0, zero), vload(b, b_k + step, n1, zero))
+        b_k += N
+        acc = _fma_4x2(acc, a_k, a_rows, lda_k, vload(b, b_k, n0, zero), vload(b, b_k + step, n1, zero))
+        b_k += N
+        acc = _fma_4x2(acc, a_k, a_rows, 2 * lda_k, vload(b, b_k, n0, zero), vload(b, b_k + step, n1, zero))
+        b_k += N
+        acc = _fma_4x2(acc, a_k, a_rows, 3 * lda_k, vload(b, b_k, n0, zero), vload(b, b_k + step, n1, zero))
+        k += 4
+    while k < K:
+        b_k = k * N + j
+        acc = _fma_4x2(acc, rebase(a, a_first + k * lda_k), a_rows, 0,
+                       vload(b, b_k, n0, zero), vload(b, b_k + step, n1, zero))
+        k += 1
+    vstore(c, rows[0] * N + j, n0, acc[0]), vstore(c, rows[0] * N + j + step, n1, acc[1])
+    vstore(c, rows[1] * N + j, n0, acc[2]), vstore(c, rows[1] * N + j + step, n1, acc[3])
+    vstore(c, rows[2] * N + j, n0, acc[4]), vstore(c, rows[2] * N + j + step, n1, acc[5])
+    vstore(c, rows[3] * N + j, n0, acc[6]), vstore(c, rows[3] * N + j + step, n1, acc[7])
+
+
+@jit(forceinline=True)
+def _matmul_one(a, a0, lda_i, lda_k, b, c, M, K, N):
+    """C = A @ B for one matrix (A as in _tile_10x1; b, c start at this matrix)."""
+    step = lanes(c)
+    j = np.intp(0)  # (a literal 0 would compile each tile twice: for j == 0 and for any j)
+    while j < N:  # two vectors of columns at a time; one for the last (or only) vector
+        if N - j > step and M % 5 == 0:
+            for i0 in range(0, M, 5):
+                _tile_5x2(a, a0, lda_i, lda_k, b, c, j, N, _rows_5(i0, M), K)
+            j += 2 * step
+        elif N - j > step:  # fewer rows computed twice (M = 16: 16 rows instead of 20, measured 1.15x)
+            for i0 in range(0, M, 4):
+                _tile_4x2(a, a0, lda_i, lda_k, b, c, j, N, _rows_4(i0, M), K)
+            j += 2 * step
+        else:
+            for i0 in range(0, M, 10):
+                _tile_10x1(a, a0, lda_i, lda_k, b, c, j, N, _rows_10(i0, M), K)
+            j += step
+
+
 @jit(forceinline=True)
 def _item(index, p):
     """Which item of an operand's own batch output item p uses (empty index: p itself)."""
     return index[p] if index.size else p
 
 
-@jit()
-def _matmul_batch(a, b, out, a_index, b_index):
-    """out[p] = a[i] @ b[j] for every output item p (i, j from the index arrays)."""
+@jit(forceinline=True)
+def _transpose_into(panel, bt, K, N):
+    """panel (K x N) = bt (N x K) transposed, one lanes x lanes block at a time."""
+    step = lanes(panel)
+    for j0 in range(0, N, step):
+        for k0 in range(0, K, step):
+            vtranspose(bt, j0 * K + k0, K, N - j0, K - k0, panel, k0 * N + j0, N)
+
+
+@jit(forceinline=True)
+def _batch(a, b, out, a_index, b_index, M, K, N, a_transposed, b_transposed):
+    """out[p] = A[i] @ B[j] for every output item p (i, j from the index arrays).
+    a holds A (items M x K) or, a_transposed, A^T (items K x M); b holds B
+    (K x N) or, b_transposed, B^T (N x K). The tiles load rows of B, so each
+    B^T is first transposed into a K x N panel, small enough to stay in L1."""
+    af, bf, cf = flat(a), flat(b), flat(out)
+    lda_i, lda_k = (1, M) if a_transposed else (K, 1)
+    panel = np.empty(K * N if b_transposed else 0, dtype=out.dtype)
     for p in range(out.shape[0]):
-        _matmul_one(a[_item(a_index, p)], b[_item(b_index, p)], out[p])
+        b_item = rebase(bf, _item(b_index, p) * (K * N))
+        if b_transposed:
+            _transpose_into(panel, b_item, K, N)
+            b_item = panel
+        _matmul_one(af, _item(a_index, p) * (M * K), lda_i, lda_k, b_item, rebase(cf, p * (M * N)), M, K, N)
 
 
-@jit()
-def _matmul_batch_b_transposed(a, b_t, out, a_index, b_index):
-    """Same, but b_t holds B^T (each item N x K): the tiles load rows of B, so
-    each B^T is first copied into a K x N panel, small enough to stay in L1.
-    (Still 1.4x faster than np.matmul, which reads B^T in place.)"""
-    N, K = b_t.shape[1], b_t.shape[2]
-    panel = np.empty((K, N), dtype=out.dtype)
-    for p in range(out.shape[0]):
-        b_item = b_t[_item(b_index, p)]
-        for j in range(N):
-            for k in range(K):
-                panel[k, j] = b_item[j, k]
-        _matmul_one(a[_item(a_index, p)], panel, out[p])
+def _kernel(a_transposed, b_transposed, sizes=None):
+    """The compiled batch loop for one layout of A and B: (a, b, out, a_index,
+    b_index) -> None. sizes=(M, K, N) compiles it for those sizes only, as
+    constants: LLVM then unrolls the row loop, folds the row arithmetic and
+    the column masks, and reads A at constant offsets (measured 1.15-1.45x
+    faster than the copy for any sizes). Numba freezes a closure's values as
+    constants. Each kernel is compiled on its first call: the first one ~5-6 s
+    with an empty cache (mostly the shared helpers), each further one <1 s."""
+    unrolled = sizes is not None
+    M0, K0, N0 = sizes if unrolled else (0, 0, 0)
+
+    @jit()
+    def kernel(a, b, out, a_index, b_index):
+        M, N = out.shape[1], out.shape[2]
+        K = a.shape[1] if a_transposed else a.shape[2]
+        if unrolled:  # np.intp: plain ints to Numba, so every kernel shares one compiled _batch
+            M, K, N = np.intp(M0), np.intp(K0), np.intp(N0)  # (LLVM still sees constants once it inlines)
+        _batch(a, b, out, a_index, b_index, M, K, N, a_transposed, b_transposed)
+    return kernel
 
 
-_NUMBA_MATMUL_MAX_DIM = 32  # largest M, K or N for the Numba kernel (measured: 0.8-1.0x of BLAS at 64)
+# The kernels for any sizes, one per layout: B stored as is, B stored
+# transposed (Q @ K.swapaxes(-1, -2) and the backward's g @ B.swapaxes), and
+# the same with A stored transposed (the backward's A.swapaxes(-1, -2) @ g).
+_LAYOUTS = ((False, False), (False, True), (True, False), (True, True))  # (a_transposed, b_transposed)
+_GENERAL_KERNELS = {layout: _kernel(*layout) for layout in _LAYOUTS}
+
+# And compiled for one shape each: the attention products of this repo's
+# transformer with T = 20 positions and head size 16, forward and backward.
+_UNROLLED = (  # (M, K, N, a_transposed, b_transposed)
+    (20, 16, 20, False, True),   # scores Q @ K^T (K.swapaxes), and g @ V^T in the backward
+    (20, 16, 20, False, False),  # the same with K^T stored contiguous
+    (20, 20, 16, False, False),  # P @ V, and dS @ K in the backward
+    (20, 20, 16, True, False),   # P^T @ g in the backward (A a transposed view)
+    (16, 20, 20, True, False),   # Q^T @ dS in the backward (the gradient of K^T)
+)
+_UNROLLED_KERNELS = {key: _kernel(key[3], key[4], key[:3]) for key in _UNROLLED}
+
+
+def _batch_kernel(M, K, N, a_transposed, b_transposed):
+    """The kernel for these sizes and layout: the unrolled one if there is one."""
+    kernel = _UNROLLED_KERNELS.get((M, K, N, a_transposed, b_transposed))
+    return kernel if kernel is not None else _GENERAL_KERNELS[a_transposed, b_transposed]
+
+
+_NUMBA_MATMUL_MAX_DIM = 32  # largest M, K or N for the Numba kernel (measured ~1.0x of BLAS at 32, 0.8-1.0x at 64)
 
 
 def _use_numba_matmul(a, b):
     """THE dispatch rule: Numba kernel or BLAS (np.matmul) for ``a @ b``?
 
     Numba: a batch of small matrices where both sides bring their own batch
-    (attention's Q @ K^T, and g @ V^T in the backward), because numpy then
-    calls BLAS once per tiny matrix. BLAS everywhere else, each case measured
-    (examples/benchmark_kernels.py, AVX-512 Xeon, float32):
+    (attention's Q @ K^T and P @ V, and their backward products), because
+    numpy then calls BLAS once per tiny matrix. Measured (float32, 512
+    items, examples/benchmark_kernels.py; ranges over quiet and busy runs):
+    Q @ K^T 1.6-1.8x, P @ V 1.3-1.6x, Q @ K.swapaxes 2.5-2.9x, P^T @ g
+    1.2-1.4x, Q^T @ g 1.1x; the kernel for any sizes: 1.2-2x where M, K, N
+    <= 20, ~1.0x at 32x32x32. BLAS everywhere else:
       * 2-D products, and a batch times one shared 2-D weight (``matmul``
         folds that into a single 2-D BLAS call);
       * any of M, K, N above _NUMBA_MATMUL_MAX_DIM;
-      * output rows that fit one vector register (N <= 16 float32 with
-        AVX-512): BLAS's small-matrix kernel is as fast (kernel 0.9x);
-      * A given as a transposed view (the backward's A^T @ g): BLAS reads it
-        in place through its transpose flag (kernel 0.75x).
+      * A given as a transposed view (the backward's A^T @ g), unless there
+        is a kernel compiled for that shape (_UNROLLED) and the vectors are
+        512-bit: BLAS reads A^T in place through its transpose flag and is
+        fast at it; the kernel for any sizes measured 0.9-1.2x there, and the
+        compiled-for-shape ones 0.8-1.0x with 256-bit vectors;
+      * A and B both transposed views (kernel 0.5-1.2x).
     """
     if a.ndim < 3 or b.ndim < 3:
         return False
-    M, K, N, limit = a.shape[-2], a.shape[-1], b.shape[-1], _NUMBA_MATMUL_MAX_DIM
-    if M > limit or K > limit or N > limit or K != b.shape[-2]:  # (a K mismatch: np.matmul raises)
+    (M, K), (K_b, N) = a.shape[-2:], b.shape[-2:]
+    limit = _NUMBA_MATMUL_MAX_DIM
+    if M > limit or K > limit or N > limit or K != K_b:  # (a K mismatch: np.matmul raises)
         return False
     if a.dtype != b.dtype or a.dtype.char not in "fd":  # float32 / float64
         return False
-    if N <= VECTOR_BYTES // a.itemsize:
-        return False
-    return a.flags.c_contiguous or not a.swapaxes(-1, -2).flags.c_contiguous
+    if not _is_transposed(a):
+        return True
+    return VECTOR_BYTES == 64 and (M, K, N, True, _is_transposed(b)) in _UNROLLED_KERNELS
+
+
+def _is_transposed(x):
+    """True for a ``swapaxes(-1, -2)`` view of a C-contiguous array."""
+    return not x.flags.c_contiguous and x.swapaxes(-1, -2).flags.c_contiguous
 
 
 def _contiguous_or_transposed(x):
@@ -234,13 +378,18 @@ def matmul(a, b):
             rows = a.reshape(-1, a.shape[-1])
             return np.matmul(rows, b).reshape(a.shape[:-1] + (b.shape[-1],))
         return np.matmul(a, b)
-    a_batch, b_batch = a.shape[:-2], b.shape[:-2]
-    out_batch = a_batch if a_batch == b_batch else np.broadcast_shapes(a_batch, b_batch)
-    a = np.ascontiguousarray(a)
+    a_array, a_transposed = _contiguous_or_transposed(a)
     b_array, b_transposed = _contiguous_or_transposed(b)
-    kernel = _matmul_batch_b_transposed if b_transposed else _matmul_batch
-    out = np.empty(out_batch + (a.shape[-2], b.shape[-1]), dtype=a.dtype)
-    kernel(a.reshape((math.prod(a_batch),) + a.shape[-2:]),
+    (M, K), N = a.shape[-2:], b.shape[-1]
+    kernel = _batch_kernel(M, K, N, a_transposed, b_transposed)
+    a_batch, b_batch = a.shape[:-2], b.shape[:-2]
+    if a_batch == b_batch and len(a_batch) == 1:  # the common case, kept short (every us counts at ~100 us)
+        out = np.empty((a_batch[0], M, N), dtype=a.dtype)
+        kernel(a_array, b_array, out, _SAME_BATCH, _SAME_BATCH)
+        return out
+    out_batch = a_batch if a_batch == b_batch else np.broadcast_shapes(a_batch, b_batch)
+    out = np.empty(out_batch + (M, N), dtype=a.dtype)
+    kernel(a_array.reshape((math.prod(a_batch),) + a_array.shape[-2:]),
            b_array.reshape((math.prod(b_batch),) + b_array.shape[-2:]),
            out.reshape((math.prod(out_batch),) + out.shape[-2:]),
            _batch_index(a_batch, out_batch), _batch_index(b_batch, out_batch))

@@ -71,6 +71,50 @@ def vstore(row, start, count, vector):
     row[start:start + count] = vector[:count]
 
 
+def vbroadcast(row, index):
+    """``vsplat(row[index])`` for ``index >= 0``. Compiled, it is one broadcast
+    load: a plain ``row[index]`` in Numba carries a negative-index check that
+    LLVM can't drop, which kept the load from folding into the FMA that uses it
+    (a matmul tile ran 1.5x slower with it)."""
+    return vsplat(row[index])
+
+
+def vtranspose(src, start, stride, rows, cols, dst, dst_start, dst_stride):
+    """Copy a block of up to lanes x lanes elements, transposed:
+    ``dst[dst_start + c * dst_stride + r] = src[start + r * stride + c]`` for
+    r < rows, c < cols (both clipped to the lane count). Compiled: one
+    (masked) vector load per row, a network of lane shuffles, one (masked)
+    vector store per column. (Not gathers: they take ~30 cycles each on this
+    CPU; a B^T panel copy that LLVM vectorised with gathers made the matmul
+    with B^T ~2.8x slower than with B as is.)"""
+    rows, cols = max(0, min(rows, lanes(src))), max(0, min(cols, lanes(src)))
+    for r in range(rows):
+        for c in range(cols):
+            dst[dst_start + c * dst_stride + r] = src[start + r * stride + c]
+
+
+def flat(array):
+    """The elements of a C-contiguous array as a 1-D array (a view, no copy),
+    for kernels that address a batch of matrices by element offsets. Compiled,
+    the view is borrowed: it holds no reference to the array's memory (so it
+    must not outlive the call; a kernel's arguments outlive the kernel).
+    ``array.reshape(array.size)`` in a kernel would do the same with reference
+    counting, which left two atomic increments and decrements per matrix in a
+    matmul batch loop (~10% of its time)."""
+    return array.reshape(-1)
+
+
+def rebase(row, start):
+    """``row[start:]`` (0 <= start <= len(row)), a view. Compiled, the view is
+    borrowed like ``flat``'s, and LLVM is not told where it starts, so it keeps
+    its start address in a register and reads ``view[i]`` for a constant i at
+    register + constant. Without it LLVM reads row[start + i] at register +
+    register + constant, and on Intel cores an FMA whose memory operand has
+    such an address costs an extra micro-op (the P @ V matmul tile ran ~7%
+    slower)."""
+    return row[start:]
+
+
 def vsplat(x):
     """A vector with every lane equal to the scalar ``x``."""
     return np.full(VECTOR_BYTES // np.dtype(type(x)).itemsize, x)
@@ -216,6 +260,100 @@ def _vstore_ir(typingctx, row, start, count, vector):
 
 
 @intrinsic
+def _vbroadcast_ir(typingctx, row, index):
+    vector_type = VectorType(row.dtype)
+
+    def codegen(context, builder, signature, args):
+        pointer = _row_pointer(context, builder, signature.args[0], args[0], args[1])
+        return _splat_value(builder, builder.load(pointer), vector_type.lanes)
+    return vector_type(row, types.intp), codegen
+
+
+def _transpose_vectors(builder, vectors):
+    """Transpose a square of n vectors of n lanes (n a power of 2): log2(n)
+    rounds of two-input shuffles; round h swaps, within each pair of vectors
+    (r, r + h), the lanes c of vector r that have bit h set with the lanes c - h
+    of vector r + h (the off-diagonal blocks of size h)."""
+    n = len(vectors)
+    vectors = list(vectors)
+    h = n // 2
+    while h >= 1:
+        low_mask = [c if c & h == 0 else n + c - h for c in range(n)]
+        high_mask = [c + h if c & h == 0 else n + c for c in range(n)]
+        for r in range(n):
+            if r & h == 0:
+                x, y = vectors[r], vectors[r + h]
+                vectors[r] = builder.shuffle_vector(x, y, ir.Constant(ir.VectorType(_I32, n), low_mask))
+                vectors[r + h] = builder.shuffle_vector(x, y, ir.Constant(ir.VectorType(_I32, n), high_mask))
+        h //= 2
+    return vectors
+
+
+@intrinsic
+def _vtranspose_ir(typingctx, src, start, stride, rows, cols, dst, dst_start, dst_stride):
+    vector_type = VectorType(src.dtype)
+
+    def codegen(context, builder, signature, args):
+        src_value, start_value, stride_value, rows_value, cols_value = args[:5]
+        dst_value, dst_start_value, dst_stride_value = args[5:]
+        n, llvm_type = vector_type.lanes, context.get_value_type(vector_type)
+        alignment = ir.Constant(_I32, src.dtype.bitwidth // 8)
+        name = _llvm_name(vector_type)
+        zero = ir.Constant(llvm_type, None)
+        # lane masks: a row r < rows loads its first cols lanes; a column c < cols stores its first rows lanes
+        col_lanes, row_lanes = _lane_mask(builder, n, cols_value), _lane_mask(builder, n, rows_value)
+        row_on = [builder.icmp_signed("<", rows_value.type(r), rows_value) for r in range(n)]  # scalar tests: they
+        col_on = [builder.icmp_signed("<", cols_value.type(c), cols_value) for c in range(n)]  # fold once inlined
+        no_lanes = ir.Constant(col_lanes.type, None)
+        load = _llvm_function(builder, f"llvm.masked.load.{name}.p0", llvm_type,
+                              [ir.PointerType(), _I32, col_lanes.type, llvm_type])
+        store = _llvm_function(builder, f"llvm.masked.store.{name}.p0", ir.VoidType(),
+                               [llvm_type, ir.PointerType(), _I32, row_lanes.type])
+        vectors = []
+        for r in range(n):
+            offset = builder.add(start_value, builder.mul(stride_value, stride_value.type(r)))
+            pointer = _row_pointer(context, builder, signature.args[0], src_value, offset)
+            mask = builder.select(row_on[r], col_lanes, no_lanes)
+            vectors.append(builder.call(load, [pointer, alignment, mask, zero]))
+        for c, vector in enumerate(_transpose_vectors(builder, vectors)):
+            offset = builder.add(dst_start_value, builder.mul(dst_stride_value, dst_stride_value.type(c)))
+            pointer = _row_pointer(context, builder, signature.args[5], dst_value, offset)
+            builder.call(store, [vector, pointer, alignment, builder.select(col_on[c], row_lanes, no_lanes)])
+        return context.get_dummy_value()
+    signature = types.none(src, types.intp, types.intp, types.intp, types.intp, dst, types.intp, types.intp)
+    return signature, codegen
+
+
+@intrinsic
+def _flat_ir(typingctx, array):
+    row_type = types.Array(array.dtype, 1, "C", readonly=not array.mutable)
+
+    def codegen(context, builder, signature, args):
+        source = context.make_array(signature.args[0])(context, builder, args[0])
+        view = context.make_array(row_type)(context, builder)
+        context.populate_array(view, data=source.data, shape=cgutils.pack_array(builder, [source.nitems]),
+                               strides=cgutils.pack_array(builder, [source.itemsize]), itemsize=source.itemsize,
+                               meminfo=None)  # borrowed: no reference counting
+        return view._getvalue()
+    return row_type(array), codegen
+
+
+@intrinsic
+def _rebase_ir(typingctx, row, start):
+    def codegen(context, builder, signature, args):
+        source = context.make_array(signature.args[0])(context, builder, args[0])
+        view = context.make_array(signature.return_type)(context, builder)
+        data = builder.gep(source.data, [args[1]])
+        # an empty inline asm that returns its input: LLVM can't look through it
+        data = builder.asm(ir.FunctionType(data.type, [data.type]), "", "=r,0", [data], side_effect=False)
+        size = builder.sub(builder.extract_value(source.shape, 0), args[1])
+        context.populate_array(view, data=data, shape=cgutils.pack_array(builder, [size]),
+                               strides=source.strides, itemsize=source.itemsize, meminfo=None)  # borrowed
+        return view._getvalue()
+    return row(row, types.intp), codegen
+
+
+@intrinsic
 def _vsplat_ir(typingctx, x):
     def codegen(context, builder, signature, args):
         return _splat_value(builder, args[0], signature.return_type.lanes)
@@ -298,6 +436,35 @@ def _vstore_numba(row, start, count, vector):
     if not _is_row(row) or not isinstance(vector, VectorType) or vector.dtype != row.dtype:
         raise TypingError(f"vstore needs a contiguous 1-D array and a vector of its dtype, got {row}, {vector}")
     return lambda row, start, count, vector: _vstore_ir(row, start, count, vector)
+
+
+@overload(vbroadcast)
+def _vbroadcast_numba(row, index):
+    if not _is_row(row):
+        raise TypingError(f"vbroadcast needs a contiguous 1-D float32/float64 array, got {row}")
+    return lambda row, index: _vbroadcast_ir(row, index)
+
+
+@overload(vtranspose)
+def _vtranspose_numba(src, start, stride, rows, cols, dst, dst_start, dst_stride):
+    if not _is_row(src) or not _is_row(dst) or src.dtype != dst.dtype:
+        raise TypingError(f"vtranspose needs two contiguous 1-D arrays of one float dtype, got {src}, {dst}")
+    return (lambda src, start, stride, rows, cols, dst, dst_start, dst_stride:
+            _vtranspose_ir(src, start, stride, rows, cols, dst, dst_start, dst_stride))
+
+
+@overload(flat)
+def _flat_numba(array):
+    if not (isinstance(array, types.Array) and array.layout == "C"):
+        raise TypingError(f"flat needs a C-contiguous array, got {array}")
+    return lambda array: _flat_ir(array)
+
+
+@overload(rebase)
+def _rebase_numba(row, start):
+    if not _is_row(row):
+        raise TypingError(f"rebase needs a contiguous 1-D float32/float64 array, got {row}")
+    return lambda row, start: _rebase_ir(row, start)
 
 
 @overload(vsplat)
