@@ -170,8 +170,11 @@ def _short_softmax_rows(block, bias, bias_rows, scale, p, rows):
     l3, h3 = _masked_scores(block[3], bias[bias_rows[3]], scale, zero, minus_inf)
     m0, m1 = _row_max(l0, h0, zero, minus_inf), _row_max(l1, h1, zero, minus_inf)
     m2, m3 = _row_max(l2, h2, zero, minus_inf), _row_max(l3, h3, zero, minus_inf)
-    l0, h0, l1, h1 = exp_nonpositive(l0 - m0), exp_nonpositive(h0 - m0), exp_nonpositive(l1 - m1), exp_nonpositive(h1 - m1)
-    l2, h2, l3, h3 = exp_nonpositive(l2 - m2), exp_nonpositive(h2 - m2), exp_nonpositive(l3 - m3), exp_nonpositive(h3 - m3)
+    l0, l1, l2, l3 = exp_nonpositive(l0 - m0), exp_nonpositive(l1 - m1), exp_nonpositive(l2 - m2), exp_nonpositive(l3 - m3)
+    if block.shape[1] > lanes(block):  # rows of one vector (e.g. 12 keys) skip the second half
+        h0, h1, h2, h3 = exp_nonpositive(h0 - m0), exp_nonpositive(h1 - m1), exp_nonpositive(h2 - m2), exp_nonpositive(h3 - m3)
+    else:
+        h0 = h1 = h2 = h3 = vsplat(zero)
     _store_normalized(p[rows[0]], l0, h0, zero, one)
     _store_normalized(p[rows[1]], l1, h1, zero, one)
     _store_normalized(p[rows[2]], l2, h2, zero, one)
