@@ -146,6 +146,39 @@ def row_kernel_rows(repeats):
     return rows
 
 
+def fused_kernel_rows(repeats):
+    """The fused multi-head attention (vs its numpy twin: split heads, two batched
+    products, softmax, merge) at the model's three shapes, and ReLU."""
+    rows = []
+    batch, heads, width = 128, 4, 64
+    cases = [("encoder self", 12, 12, np.ones((batch, 1, 1, 12), bool)),
+             ("decoder self", 19, 19, np.tril(np.ones((19, 19), bool))),
+             ("cross", 19, 12, np.ones((batch, 1, 1, 12), bool))]
+    for name, q_len, k_len, mask in cases:
+        qkv, kv = _random((batch, q_len, 3 * width), 21), _random((batch, k_len, 3 * width), 22)
+        columns = (0, width, 2 * width)
+        out, weights = kernels.attention(qkv, kv, kv, mask, heads, width, columns)
+        grad = _random(out.shape, 23)
+        parts = [qkv[..., :width], kv[..., width:2 * width], kv[..., 2 * width:]]
+        d_qkv, d_kv = np.zeros_like(qkv), np.zeros_like(kv)
+        tag = f"{name} {batch}x{heads}x{q_len}x{k_len}"
+        rows += [
+            _row("attention", f"attention forward, {tag}",
+                 lambda: kernels.attention(qkv, kv, kv, mask, heads, width, columns),
+                 lambda: kernels.attention_numpy(*parts, mask, heads), repeats),
+            _row("attention", f"attention backward, {tag}",
+                 lambda: kernels.attention_backward(grad, qkv, kv, kv, weights, heads, d_qkv, d_kv, d_kv, columns),
+                 lambda: kernels.attention_backward_numpy(grad, *parts, weights, heads), repeats),
+        ]
+    x, grad = _random((128, 19, 256), 24), _random((128, 19, 256), 25)
+    y = kernels.relu(x)
+    rows += [_row("attention", "relu forward 128x19x256", lambda: kernels.relu(x), lambda: kernels.relu_numpy(x),
+                  repeats),
+             _row("attention", "relu backward 128x19x256", lambda: kernels.relu_backward(y, grad),
+                  lambda: kernels.relu_backward_numpy(y, grad), repeats)]
+    return rows
+
+
 # --------------------------------------------------------------------------- fresh processes
 _FIRST_CALLS = """
 import json, time
@@ -164,6 +197,12 @@ calls = {
     "log_softmax_backward": lambda: K.log_softmax_backward(x, g),
     "layer_norm": lambda: K.layer_norm(f(64, 32), f(32), f(32), 1e-5),
     "layer_norm_backward": lambda: K.layer_norm_backward(f(64, 32), f(64, 32), f(32), f(64), f(64)),
+    "attention": lambda: K.attention(f(2, 5, 64), f(2, 7, 64), f(2, 7, 64), np.ones((2, 1, 1, 7), bool), 4),
+    "attention_backward": lambda: K.attention_backward(f(2, 5, 64), f(2, 5, 64), f(2, 7, 64), f(2, 7, 64),
+                                                       f(2, 4, 5, 7), 4, *(np.zeros((2, n, 64), np.float32)
+                                                                            for n in (5, 7, 7))),
+    "relu": lambda: K.relu(x),
+    "relu_backward": lambda: K.relu_backward(x, g),
 }
 first = {}
 for name, call in calls.items():
@@ -259,8 +298,8 @@ def print_report(info, rows):
           f"{info['kernel_threading']} (NUMBA_THREADING_LAYER={info['NUMBA_THREADING_LAYER']})")
     print("times in microseconds: median [p10-p90]; speed-up = numpy median / kernel median; float32;"
           " 'kernel' = minigrad.kernels.matmul etc. (path BLAS: its dispatch chose np.matmul)")
-    groups = [r for r in rows if r["group"] in ("matmul", "softmax", "layer_norm")]
-    for group in ("matmul", "softmax", "layer_norm"):
+    groups = [r for r in rows if r["group"] in ("matmul", "softmax", "layer_norm", "attention")]
+    for group in ("matmul", "softmax", "layer_norm", "attention"):
         print()
         header = f"{group:52s} {'path':5s} {'kernel':>26s} {'numpy':>26s}"
         header += f" {'GFLOP/s k':>9s} {'numpy':>6s}" if group == "matmul" else ""
@@ -296,7 +335,7 @@ def run_kernel_benchmarks(quick=False):
     """Run every benchmark, print the table, return the rows as a list of dicts."""
     repeats = 100 if quick else 500
     info = machine_info()
-    rows = matmul_rows(repeats) + row_kernel_rows(repeats) + startup_rows()
+    rows = matmul_rows(repeats) + row_kernel_rows(repeats) + fused_kernel_rows(repeats) + startup_rows()
     if not quick:
         rows += threading_rows()
     print_report(info, rows)
