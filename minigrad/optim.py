@@ -28,12 +28,15 @@ class Optimizer:
     def step(self):
         self.step_count += 1
         self.begin_step()
-        for i, p in enumerate(self.params):
-            if p.grad is not None:
-                self.update(i, p, p.grad)
+        self.update_all([i for i, p in enumerate(self.params) if p.grad is not None])
 
     def begin_step(self):
         """Per-step work shared by all parameters (after step_count is advanced)."""
+
+    def update_all(self, indices):
+        """Update the parameters ``self.params[i]`` for i in ``indices`` (those with a gradient)."""
+        for i in indices:
+            self.update(i, self.params[i], self.params[i].grad)
 
     def update(self, i, param, grad):
         raise NotImplementedError
@@ -107,12 +110,9 @@ class Adam(Optimizer):
         self._step_size = self.lr * math.sqrt(1 - b2 ** self.step_count) / (1 - b1 ** self.step_count)
         self._eps_hat = self.eps * math.sqrt(1 - b2 ** self.step_count)
 
-    def step(self):
-        """One update of every parameter that has a gradient; the arithmetic (and its
-        plain numpy twin) is kernels.adam_update, run over all parameters in one call."""
-        self.step_count += 1
-        self.begin_step()
-        todo = [i for i, p in enumerate(self.params) if p.grad is not None]
+    def update_all(self, todo):
+        """The arithmetic (and its plain numpy twin) is kernels.adam_update, run over all
+        parameters in one call: per-parameter Python work was a good part of the step."""
         for i in todo:
             if self.m[i] is None:
                 self.m[i] = np.zeros_like(self.params[i].data)

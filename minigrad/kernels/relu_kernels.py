@@ -10,6 +10,7 @@ import numpy as np
 
 from .backend import numpy_selected
 from .jit import jit
+from .rows import kernel_fits
 
 
 def relu_numpy(x):
@@ -37,9 +38,9 @@ def _relu_backward_kernel(out, grad, dx):
 
 
 def _fits(*arrays):
-    first = arrays[0]
-    return (first.dtype in (np.float32, np.float64) and first.size > 0
-            and all(a.dtype == first.dtype and a.shape == first.shape and a.flags.c_contiguous for a in arrays))
+    """The row kernels' test (one float dtype, equal shapes, not empty), and contiguous:
+    the loops run over the flat memory."""
+    return kernel_fits(*arrays) and all(a.flags.c_contiguous for a in arrays)
 
 
 def relu(x):
