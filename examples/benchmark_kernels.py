@@ -6,7 +6,9 @@
 Prints one table and returns the rows from ``run_kernel_benchmarks()`` as a
 list of dicts (examples/benchmark.py calls it). Timings are medians of many
 calls with p10/p90; the kernel and numpy are timed in alternating rounds so
-that a busy machine slows both alike. Then, measured in fresh processes:
+that a busy machine slows both alike. The matmul table ends with a "memory
+floor" for each attention shape: a kernel that only reads A and B and writes
+C, the bound no matmul kernel can pass on one core. Then, measured in fresh processes:
 the first-call compile time with an empty Numba cache, the warm start-up
 (import + first calls with the cache present) and, for the record, what a
 ``prange`` over the batch would cost with each threading layer (the kernels
@@ -28,11 +30,15 @@ if REPO not in sys.path:
 
 from minigrad import kernels  # noqa: E402
 from minigrad.kernels import matmul_kernels  # noqa: E402
+from minigrad.kernels.jit import jit  # noqa: E402
+from minigrad.kernels.simd import flat, lanes, vload, vsplat, vstore  # noqa: E402
 
 
 # --------------------------------------------------------------------------- timing
-def _time_pair(kernel_call, numpy_call, repeats, rounds=5):
-    """Time two calls in alternating rounds; returns two arrays of seconds."""
+def _time_pair(kernel_call, numpy_call, repeats, rounds=25):
+    """Time two calls in alternating rounds; returns two arrays of seconds.
+    Many short rounds: this VM's speed drifts by up to ~1.7x within seconds
+    (a neighbour's load), and both sides must see the same mix of phases."""
     kernel_call(), numpy_call()  # compile / warm up
     times = ([], [])
     per_round = max(1, repeats // rounds)
@@ -109,9 +115,45 @@ def matmul_rows(repeats):
     for name, a, b in cases:
         batch = int(np.prod(np.broadcast_shapes(a.shape[:-2], b.shape[:-2])))
         flops = 2.0 * batch * a.shape[-2] * a.shape[-1] * b.shape[-1]
-        reps = max(10, min(repeats, int(repeats * 2e7 / flops)))  # fewer repetitions for the big ones
+        reps = max(25, min(repeats, int(repeats * 2e7 / flops)))  # fewer repetitions for the big ones
         row = _row("matmul", name, lambda: kernels.matmul(a, b), lambda: np.matmul(a, b), reps, flops)
         row["path"] = "numba" if matmul_kernels._use_numba_matmul(a, b) else "BLAS"
+        rows.append(row)
+    rows += memory_floor_rows(repeats, [(cases[0][0], q, k_t), (cases[1][0], p, g)])
+    return rows
+
+
+# --------------------------------------------------------------------------- the memory floor
+@jit()
+def _move_bytes(a, b, out):
+    """Per matrix: read every element of A and B (a lane-wise sum) and write every element of C."""
+    af, bf, cf = flat(a), flat(b), flat(out)
+    size_a, size_b, size_c = a.shape[1] * a.shape[2], b.shape[1] * b.shape[2], out.shape[1] * out.shape[2]
+    step, zero = lanes(out), out.dtype.type(0)
+    for p in range(out.shape[0]):
+        total = vsplat(zero)
+        for i in range(0, size_a, step):
+            total = total + vload(af, p * size_a + i, size_a - i, zero)
+        for i in range(0, size_b, step):
+            total = total + vload(bf, p * size_b + i, size_b - i, zero)
+        for i in range(0, size_c, step):
+            vstore(cf, p * size_c + i, size_c - i, total)
+
+
+def memory_floor_rows(repeats, cases):
+    """What no A @ B kernel can beat here: the time to move the bytes.
+
+    A kernel with no arithmetic at all reads A and B and writes a freshly
+    allocated C (as kernels.matmul does) at each attention shape; its
+    "speed-up" over np.matmul is the most any matmul kernel could reach on
+    this machine without a second core. On the 2-vCPU VM the README quotes,
+    2.1 MB per P @ V call does not fit the 1 MB L2, so it streams from L3."""
+    rows = []
+    for name, a, b in cases:
+        out_shape = a.shape[:-1] + b.shape[-1:]
+        row = _row("matmul", name.split(" ", 1)[0] + " memory floor (no arithmetic)",
+                   lambda: _move_bytes(a, b, np.empty(out_shape, a.dtype)), lambda: np.matmul(a, b), repeats)
+        row["path"] = "floor"
         rows.append(row)
     return rows
 
@@ -307,8 +349,10 @@ def print_report(info, rows):
         for r in (r for r in groups if r["group"] == group):
             line = f"{r['name']:52s} {r.get('path', 'numba'):5s} "
             line += f"{_format_us(r['kernel']):>26s} {_format_us(r['numpy']):>26s}"
-            if group == "matmul":
+            if "kernel_gflops" in r:
                 line += f" {r['kernel_gflops']:9.1f} {r['numpy_gflops']:6.1f}"
+            elif group == "matmul":
+                line += f" {'':9s} {'':6s}"
             print(line + f" {r['speedup']:7.2f}x")
     for r in (r for r in rows if r["group"] == "startup"):
         print()

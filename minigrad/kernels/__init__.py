@@ -43,10 +43,12 @@ The model itself runs attention through the fused kernel in
 
 Threading: no kernel here uses ``prange``, deliberately. Measured on this
 2-vCPU VM (examples/benchmark_kernels.py runs the probe): an empty parallel
-call costs ~0.04-0.1 ms with the workqueue layer and ~4 ms with OpenMP (its
-threads and OpenBLAS's spin against each other), while the attention kernels
+call costs ~0.04-0.1 ms with the workqueue layer and, right after a BLAS
+call, ~3 ms with OpenMP (its threads and OpenBLAS's spin against each
+other; 2.4 us otherwise), while the attention kernels
 take 0.1-0.25 ms serially; the prange version of the attention product was
-slower than the serial loop with both layers. So no threading layer is ever
+slower than the serial loop with both layers (and no faster with TBB, whose
+worker joins too late for a 0.1 ms loop). So no threading layer is ever
 loaded and numba.config is left alone. No fastmath either: the vector code
 asks for its FMAs explicitly, and inf/NaN must keep their meaning.
 

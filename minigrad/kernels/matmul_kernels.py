@@ -21,9 +21,13 @@ What made the kernel fast (each measured, examples/benchmark_kernels.py):
   * B^T transposed with lane shuffles (``vtranspose``): LLVM vectorised a
     scalar transposing loop with gathers, ~30 cycles each on this CPU (the
     B^T product ran ~2.8x slower than the same product with B as is).
-Tried and dropped: software prefetching of the next matrices (5-20%
-slower), a 20-row tile for P @ V (same speed), a prange over the batch
-(see examples/benchmark_kernels.py: slower once BLAS threads have run).
+Tried and dropped: software prefetching of the next matrices (5-30%
+slower), non-temporal stores of C (25% slower: they go to DRAM), a 20-row
+tile for P @ V (same speed), 64-byte aligned operands (2%), a prange over
+the batch (see examples/benchmark_kernels.py: slower once BLAS threads
+have run). The benchmark's "memory floor" rows time a kernel that only
+moves the bytes: at the P @ V shape it is ~1.5x np.matmul on a quiet
+machine, the ceiling for any one-core kernel.
 """
 import math
 
