@@ -1,6 +1,9 @@
 """minigrad: a small, readable reverse-mode autograd engine with Numba kernels.
 
-    tensor.py     Tensor and backward (iterative topological order)
+    tensor.py     Tensor (its numpy interop in interop.py, += and friends in inplace.py)
+    autograd.py   the backward pass, as one generator (autograd_steps)
+    hooks.py      Tensor.register_hook
+    anomaly.py    detect_anomaly(): find the op whose backward makes NaN/inf
     function.py   the op base class and the central un-broadcast
     ops/          every op, forward and backward side by side
     kernels/      the Numba kernels and their numpy twins (one switch)
@@ -10,6 +13,8 @@
     gradcheck.py  finite-difference gradient checks
 """
 from . import functional, kernels, nn, optim
+from .anomaly import AnomalyError, detect_anomaly
+from .autograd import BackwardStep, autograd_steps
 from .grad_mode import enable_grad, is_grad_enabled, no_grad
 from .gradcheck import GradcheckError, gradcheck
 from .ops import concatenate, stack, where
@@ -17,6 +22,7 @@ from .rng import get_rng_state, manual_seed, set_rng_state
 from .tensor import Tensor
 
 __all__ = ["Tensor", "no_grad", "enable_grad", "is_grad_enabled", "gradcheck", "GradcheckError",
+           "autograd_steps", "BackwardStep", "detect_anomaly", "AnomalyError",
            "concatenate", "stack", "where", "manual_seed", "get_rng_state", "set_rng_state",
            "functional", "nn", "optim", "kernels"]
 __version__ = "0.1.0"

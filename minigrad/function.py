@@ -18,7 +18,7 @@ has to sum its gradient back to its input's shape itself.
 """
 import numpy as np
 
-from . import grad_mode
+from . import anomaly, grad_mode
 
 # Names of the modules currently running (innermost last), recorded on each op
 # while ``nn.record_scopes(model)`` is active so graph drawings can group ops by module.
@@ -31,6 +31,8 @@ class Function:
     Attributes set by ``apply``:
       inputs            the input Tensors, in argument order
       needs_input_grad  one bool per input; backward may return None where False
+      input_versions    the inputs' in-place version counters (backward checks them)
+      created_at        "file:line" of the user's code, only under ``detect_anomaly()``
     """
 
     released = False
@@ -53,8 +55,11 @@ class Function:
         if not record:
             return Tensor._from_op(out, None)
         fn.inputs = tuple(tensors)
+        fn.input_versions = tuple([t._version for t in tensors])
         if scope_stack:
             fn.scope = scope_stack[-1]
+        if anomaly._enabled:
+            fn.created_at = anomaly.user_site()
         return Tensor._from_op(out, fn)
 
     def forward(self, *arrays, **options):

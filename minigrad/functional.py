@@ -21,6 +21,37 @@ def gelu(x: Tensor) -> Tensor:
     return ops.GELU.apply(x)
 
 
+def sigmoid(x: Tensor) -> Tensor:
+    return ops.Sigmoid.apply(x)
+
+
+def abs(x: Tensor) -> Tensor:  # noqa: A001  (torch.abs; shadows the builtin only in this module)
+    return ops.Abs.apply(x)
+
+
+def clamp(x: Tensor, min=None, max=None) -> Tensor:  # noqa: A002
+    """Limit entries to [min, max]; the gradient passes where min <= x <= max (PyTorch's rule)."""
+    return ops.Clamp.apply(x, low=min, high=max)
+
+
+clip = clamp
+
+
+def amin(x: Tensor, axis=None, keepdims=False) -> Tensor:
+    """Smallest entry over ``axis``; ties share the gradient (``torch.amin``)."""
+    return ops.Min.apply(x, axis=axis, keepdims=keepdims)
+
+
+def amax(x: Tensor, axis=None, keepdims=False) -> Tensor:
+    """Largest entry over ``axis``; ties share the gradient (``torch.amax``)."""
+    return ops.Max.apply(x, axis=axis, keepdims=keepdims)
+
+
+def argmax(x: Tensor, axis=None, keepdims=False) -> Tensor:
+    """Index of the largest entry, an int64 tensor without gradient."""
+    return ops.argmax(x, axis=axis, keepdims=keepdims)
+
+
 def softmax(x: Tensor, axis: int = -1) -> Tensor:
     return ops.Softmax.apply(x, axis=axis)
 

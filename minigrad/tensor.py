@@ -16,15 +16,16 @@ side by side.
 """
 import numpy as np
 
-from .function import unbroadcast
+from . import autograd, hooks
+from .inplace import InPlaceOps
+from .interop import NumpyInterop, refuse_numpy_arguments
 
 
-class Tensor:
-    __slots__ = ("data", "grad", "requires_grad", "grad_fn", "name", "_retains_grad", "__weakref__")
-
-    # numpy must not treat a Tensor as an array-like: `ndarray + Tensor` then
-    # falls back to Tensor.__radd__, and np.exp(tensor) fails loudly.
-    __array_ufunc__ = None
+class Tensor(NumpyInterop, InPlaceOps):
+    """numpy interop (``np.asarray``, ``float()``, ...) lives in ``interop.py``,
+    the in-place operators (``+=``, ...) in ``inplace.py``."""
+    __slots__ = ("data", "grad", "requires_grad", "grad_fn", "name", "_retains_grad", "_hooks", "_version",
+                 "__weakref__")
 
     def __init__(self, data, requires_grad=False, dtype=None, name=None):
         if isinstance(data, Tensor):
@@ -40,6 +41,8 @@ class Tensor:
         self.grad_fn = None
         self.name = name
         self._retains_grad = False
+        self._hooks = None      # {id: fn}, see register_hook
+        self._version = 0       # bumped by in-place operators, see inplace.py
 
     @classmethod
     def _from_op(cls, array, grad_fn):
@@ -51,6 +54,8 @@ class Tensor:
         out.grad_fn = grad_fn
         out.name = None
         out._retains_grad = False
+        out._hooks = None
+        out._version = 0
         return out
 
     # ------------------------------------------------------------------ basics
@@ -88,6 +93,12 @@ class Tensor:
         self._retains_grad = True
         return self
 
+    def register_hook(self, hook):
+        """Call ``hook(grad)`` with this tensor's gradient during backward; it may return a
+        replacement. Works on leaves and intermediates; returns a handle with ``.remove()``.
+        PyTorch's semantics; see ``minigrad/hooks.py``."""
+        return hooks.register_hook(self, hook)
+
     def zero_grad(self):
         self.grad = None
 
@@ -108,11 +119,6 @@ class Tensor:
             "in-place assignment into a Tensor is not supported (it would corrupt the graph); "
             "build a new tensor instead, e.g. with where()/masked_fill() or concatenate()")
 
-    def __bool__(self):
-        if self.data.size != 1:
-            raise ValueError(f"the truth value of a tensor of shape {self.shape} is ambiguous")
-        return bool(self.data)
-
     # ---------------------------------------------------------------- backward
     def backward(self, grad=None, retain_graph=False):
         """Accumulate d(self)/d(leaf) into every leaf's ``.grad``.
@@ -120,48 +126,10 @@ class Tensor:
         ``grad`` is the gradient flowing into this tensor; it defaults to 1 for a
         one-element tensor. After the pass the graph's saved arrays are freed
         (like PyTorch's ``retain_graph=False``); pass ``retain_graph=True`` to
-        call backward through the same graph again.
+        call backward through the same graph again. The loop itself is
+        ``minigrad.autograd_steps`` (a generator yielding each op's step).
         """
-        if not self.requires_grad:
-            raise RuntimeError(
-                "backward() on a tensor that does not require grad: no input of the "
-                "computation had requires_grad=True (or it ran inside no_grad())")
-        if grad is None:
-            if self.data.size != 1:
-                raise RuntimeError(
-                    f"backward() without a gradient needs a one-element tensor, got shape "
-                    f"{self.shape}; reduce it first (e.g. .sum() or .mean()) or pass grad=")
-            grad = np.ones_like(self.data)
-        else:
-            grad = np.asarray(grad.data if isinstance(grad, Tensor) else grad, dtype=self.dtype)
-            if grad.shape != self.shape:
-                raise ValueError(f"backward(): grad has shape {grad.shape} but the tensor has shape {self.shape}")
-
-        pending = {id(self): grad}   # gradients waiting to flow further down
-        for tensor in _reverse_topological_order(self):
-            g = pending.pop(id(tensor), None)
-            if g is None:
-                continue
-            fn = tensor.grad_fn
-            if fn is None or tensor._retains_grad:
-                # Copy: the same array may also flow to another input (e.g. a + b).
-                g_own = g.astype(tensor.dtype, copy=True)
-                tensor.grad = g_own if tensor.grad is None else tensor.grad + g_own
-            if fn is None:
-                continue
-            input_grads = fn.backward(g)
-            if not isinstance(input_grads, tuple):
-                input_grads = (input_grads,)
-            for inp, ig in zip(fn.inputs, input_grads):
-                if ig is None or not inp.requires_grad:
-                    continue
-                if ig.shape != inp.shape:
-                    ig = unbroadcast(ig, inp.shape)
-                key = id(inp)
-                previous = pending.get(key)
-                pending[key] = ig if previous is None else previous + ig
-            if not retain_graph:
-                fn.release()
+        autograd.backward(self, grad, retain_graph)
 
     # ------------------------------------------------------------ arithmetic
     def __add__(self, other):
@@ -194,6 +162,13 @@ class Tensor:
     def __pow__(self, exponent):
         return ops.Pow.apply(self, exponent=exponent)
 
+    def __rpow__(self, base):
+        """``2 ** x``: a constant base raised to this tensor."""
+        return ops.ScalarBasePow.apply(self, base=base)
+
+    def __abs__(self):
+        return ops.Abs.apply(self)
+
     def __matmul__(self, other):
         return ops.matmul(self, as_tensor(other))
 
@@ -222,14 +197,27 @@ class Tensor:
     __hash__ = object.__hash__
 
     # ------------------------------------------------------------ reductions
-    def sum(self, axis=None, keepdims=False):
+    # **numpy_args: np.sum(t) calls t.sum(axis=None, dtype=None, out=None)
+    def sum(self, axis=None, keepdims=False, **numpy_args):
+        refuse_numpy_arguments("sum", numpy_args)
         return ops.Sum.apply(self, axis=axis, keepdims=keepdims)
 
-    def mean(self, axis=None, keepdims=False):
+    def mean(self, axis=None, keepdims=False, **numpy_args):
+        refuse_numpy_arguments("mean", numpy_args)
         return ops.Mean.apply(self, axis=axis, keepdims=keepdims)
 
-    def max(self, axis=None, keepdims=False):
+    def max(self, axis=None, keepdims=False, **numpy_args):
+        refuse_numpy_arguments("max", numpy_args)
         return ops.Max.apply(self, axis=axis, keepdims=keepdims)
+
+    def min(self, axis=None, keepdims=False, **numpy_args):
+        refuse_numpy_arguments("min", numpy_args)
+        return ops.Min.apply(self, axis=axis, keepdims=keepdims)
+
+    def argmax(self, axis=None, keepdims=False, **numpy_args):
+        """Index of the largest entry as an int64 tensor (no gradient)."""
+        refuse_numpy_arguments("argmax", numpy_args)
+        return ops.argmax(self, axis=axis, keepdims=keepdims)
 
     # ---------------------------------------------------------- elementwise
     def exp(self):
@@ -243,6 +231,18 @@ class Tensor:
 
     def tanh(self):
         return ops.Tanh.apply(self)
+
+    def sigmoid(self):
+        return ops.Sigmoid.apply(self)
+
+    def abs(self):
+        return ops.Abs.apply(self)
+
+    def clamp(self, min=None, max=None):
+        """Limit entries to [min, max]; the gradient passes where min <= x <= max (PyTorch's rule)."""
+        return ops.Clamp.apply(self, low=min, high=max)
+
+    clip = clamp
 
     def relu(self):
         return ops.ReLU.apply(self)
@@ -324,34 +324,6 @@ def _like(x, reference: Tensor) -> Tensor:
 
 def _data(x):
     return x.data if isinstance(x, Tensor) else x
-
-
-def _reverse_topological_order(root: Tensor) -> list:
-    """Every tensor that needs a gradient, outputs before inputs (iterative:
-    a chain of 100,000 ops must not hit Python's recursion limit)."""
-    order, visited = [], set()
-    stack = [(root, False)]
-    while stack:
-        tensor, children_done = stack.pop()
-        if children_done:
-            order.append(tensor)
-            continue
-        if id(tensor) in visited:
-            continue
-        visited.add(id(tensor))
-        stack.append((tensor, True))
-        fn = tensor.grad_fn
-        if fn is None:
-            continue
-        if fn.released:
-            raise RuntimeError(
-                f"backward through the graph a second time: the buffers of {fn.name} were freed by "
-                "the first backward(); call backward(retain_graph=True) the first time if you need two")
-        for inp in fn.inputs:
-            if inp.requires_grad and id(inp) not in visited:
-                stack.append((inp, False))
-    order.reverse()
-    return order
 
 
 from . import ops  # noqa: E402  (ops import Tensor; bind it after the class exists)

@@ -1,8 +1,8 @@
 """Every differentiable op, one small class each (forward and backward together).
 
-    arithmetic.py  Add Sub Mul Div Neg Pow
-    elementwise.py Exp Log Sqrt Tanh ReLU GELU Cast
-    reduce.py      Sum Mean Max
+    arithmetic.py  Add Sub Mul Div Neg Pow ScalarBasePow
+    elementwise.py Exp Log Sqrt Tanh Sigmoid Abs Clamp ReLU GELU Cast
+    reduce.py      Sum Mean Max Min, argmax (no gradient)
     shape.py       Reshape Transpose GetItem Concatenate Stack
     select.py      Where MaskedFill
     matmul.py      MatMul
@@ -10,13 +10,13 @@
     nn_ops.py      Linear LayerNorm Dropout CrossEntropy
     attention.py   MultiHeadAttentionCore (the fused attention step)
 """
-from .arithmetic import Add, Div, Mul, Neg, Pow, Sub
+from .arithmetic import Add, Div, Mul, Neg, Pow, ScalarBasePow, Sub
 from .attention import MultiHeadAttentionCore
 from .checks import normalize_axis, normalize_axes
-from .elementwise import Cast, Exp, GELU, Log, ReLU, Sqrt, Tanh
+from .elementwise import Abs, Cast, Clamp, Exp, GELU, Log, ReLU, Sigmoid, Sqrt, Tanh
 from .matmul import MatMul, matmul
 from .nn_ops import CrossEntropy, Dropout, LayerNorm, Linear
-from .reduce import Max, Mean, Sum
+from .reduce import Max, Mean, Min, Sum, argmax
 from .select import MaskedFill, Where, where
 from .shape import Concatenate, GetItem, Reshape, Stack, Transpose, concatenate, stack
 from .softmax import LogSoftmax, Softmax

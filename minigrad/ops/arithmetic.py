@@ -1,4 +1,4 @@
-"""+, -, *, / and ** (scalar exponent). Broadcasting is undone by the engine
+"""+, -, *, /, x ** p (constant exponent) and b ** x (constant base). Broadcasting is undone by the engine
 (``function.unbroadcast``), so each backward returns full-size gradients."""
 import numpy as np
 
@@ -73,6 +73,34 @@ class Pow(Function):
         if self.p == 0:
             return np.zeros_like(grad)     # x**0 is constant (avoid 0 * 0**-1 = nan at x = 0)
         return grad * (self.p * self.a ** (self.p - 1))
+
+
+class ScalarBasePow(Function):
+    """base ** x for a constant base (``2 ** x``); d/dx = base ** x * log(base).
+
+    As in PyTorch, the gradient is 0 where base == 0 and x >= 0 (instead of 0 * -inf)."""
+
+    def forward(self, a, base):
+        if getattr(base, "requires_grad", False):
+            raise TypeError("pow: the base must be a constant here; for a tensor base that needs a "
+                            "gradient write base ** x as exp(x * log(base))")
+        base = np.asarray(unwrap(base))
+        if base.dtype.kind not in "iuf":
+            raise TypeError(f"pow: the base must be a number, got dtype {base.dtype}")
+        if a.dtype.kind == "f":
+            base = base.astype(a.dtype)
+        broadcast_shape("pow", base.shape, a.shape)
+        self.out = base ** a
+        with np.errstate(divide="ignore", invalid="ignore"):     # log(0) = -inf, log(-2) = nan: kept
+            self.log_base = np.log(base) if self.out.dtype.kind == "f" else None
+        self.zero_base_ok = (base == 0) & (a >= 0)
+        return self.out
+
+    def backward(self, grad):
+        with np.errstate(invalid="ignore"):
+            slope = self.out * self.log_base
+        slope = np.where(self.zero_base_ok, slope.dtype.type(0), slope)
+        return grad * slope
 
 
 def _constant_exponent(exponent):

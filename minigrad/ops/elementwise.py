@@ -1,4 +1,5 @@
-"""One-input elementwise functions: exp, log, sqrt, tanh, relu, gelu, and a dtype cast."""
+"""One-input elementwise functions: exp, log, sqrt, tanh, sigmoid, abs, clamp, relu, gelu,
+and a dtype cast."""
 import numpy as np
 
 from .. import kernels
@@ -39,6 +40,63 @@ class Tanh(Function):
 
     def backward(self, grad):
         return grad * (1 - self.out * self.out)
+
+
+class Sigmoid(Function):
+    """1 / (1 + exp(-x)), computed from exp(-|x|) so that no exp overflows."""
+
+    def forward(self, a):
+        e = np.exp(-np.abs(a))
+        self.out = np.where(a >= 0, 1 / (1 + e), e / (1 + e))
+        return self.out
+
+    def backward(self, grad):
+        return grad * (self.out * (1 - self.out))
+
+
+class Abs(Function):
+    """|x|; the gradient at 0 is 0 (sign(0), as in PyTorch)."""
+
+    def forward(self, a):
+        self.a = a
+        return np.abs(a)
+
+    def backward(self, grad):
+        return grad * np.sign(self.a)
+
+
+class Clamp(Function):
+    """Limit x to [low, high] (either may be None). As in PyTorch the gradient passes
+    where low <= x <= high, bounds included, and is 0 outside; with low > high every
+    entry becomes high (and gets no gradient)."""
+
+    def forward(self, a, low=None, high=None):
+        if low is None and high is None:
+            raise ValueError("clamp: give at least one of min and max")
+        out = a
+        keep = np.ones(a.shape, dtype=bool)
+        if low is not None:
+            low = _bound(low, a.dtype, "min")
+            keep &= a >= low
+            out = np.maximum(out, low)
+        if high is not None:
+            high = _bound(high, a.dtype, "max")
+            keep &= a <= high
+            out = np.minimum(out, high)
+        self.keep = keep
+        return out
+
+    def backward(self, grad):
+        return grad * self.keep
+
+
+def _bound(value, dtype, which):
+    if getattr(value, "requires_grad", False):
+        raise TypeError(f"clamp: {which} must be a constant (a number or an array without gradient)")
+    value = np.asarray(getattr(value, "data", value))
+    if value.dtype.kind not in "iufb":
+        raise TypeError(f"clamp: {which} must be a number, got dtype {value.dtype}")
+    return value.astype(dtype) if dtype.kind == "f" else value
 
 
 class ReLU(Function):

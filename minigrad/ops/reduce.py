@@ -1,8 +1,8 @@
-"""sum, mean and max over any axes, with keepdims."""
+"""sum, mean, max and min over any axes, with keepdims; argmax (no gradient)."""
 import numpy as np
 
 from ..function import Function
-from .checks import normalize_axes
+from .checks import normalize_axes, normalize_axis, unwrap
 
 
 def _expand_back(grad, axes, keepdims, shape):
@@ -33,20 +33,42 @@ class Mean(Function):
         return _expand_back(grad / grad.dtype.type(self.count), self.axes, self.keepdims, self.shape)
 
 
-class Max(Function):
-    """Ties share the gradient equally (like ``torch.amax``)."""
+class _Extreme(Function):
+    """max or min; ties share the gradient equally (like ``torch.amax``/``amin``)."""
+    pick = None
 
     def forward(self, a, axis=None, keepdims=False):
-        self.axes = normalize_axes(axis, a.ndim, "max")
+        self.axes = normalize_axes(axis, a.ndim, self.name.lower())
         if a.size == 0:
-            raise ValueError(f"max of an empty tensor of shape {a.shape} has no value")
+            raise ValueError(f"{self.name.lower()} of an empty tensor of shape {a.shape} has no value")
         self.keepdims = keepdims
-        out = np.max(a, axis=self.axes, keepdims=True)
-        self.is_max = a == out
+        out = self.pick(a, axis=self.axes, keepdims=True)
+        self.is_extreme = a == out
         return out if keepdims else np.squeeze(out, axis=self.axes)
 
     def backward(self, grad):
         if not self.keepdims:
             grad = np.expand_dims(grad, self.axes)
-        ties = self.is_max.sum(axis=self.axes, keepdims=True)
-        return self.is_max * (grad / ties.astype(grad.dtype))
+        ties = self.is_extreme.sum(axis=self.axes, keepdims=True)
+        return self.is_extreme * (grad / ties.astype(grad.dtype))
+
+
+class Max(_Extreme):
+    pick = staticmethod(np.max)
+
+
+class Min(_Extreme):
+    pick = staticmethod(np.min)
+
+
+def argmax(x, axis=None, keepdims=False):
+    """Index of the largest entry (of the flattened tensor when axis is None), as an
+    int64 Tensor without gradient; the first one wins ties, and NaN counts as the
+    largest, as in PyTorch."""
+    from ..tensor import Tensor
+    data = unwrap(x)
+    if data.size == 0:
+        raise ValueError(f"argmax of an empty tensor of shape {data.shape} has no value")
+    if axis is not None:
+        axis = normalize_axis(axis, data.ndim, "argmax")
+    return Tensor(np.argmax(data, axis=axis, keepdims=keepdims).astype(np.int64))

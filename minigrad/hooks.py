@@ -1,0 +1,61 @@
+"""Tensor hooks: functions called with a tensor's gradient during backward.
+
+    h = x.register_hook(lambda g: g.clip(-1, 1))   # replace x's gradient by a clipped one
+    ...
+    h.remove()
+
+As in PyTorch: a hook receives the gradient as a Tensor (a copy, safe to
+keep), may return a replacement (a Tensor or array of the same shape) or None
+to keep it; hooks run in the order they were registered, on leaves before the
+gradient is added to ``.grad`` and on intermediate tensors before it flows on
+(so ``retain_grad()`` keeps the hooked value).
+"""
+import itertools
+
+import numpy as np
+
+_next_id = itertools.count()
+
+
+class RemovableHandle:
+    """Returned by ``register_hook``; ``remove()`` unregisters the hook (also ``with handle:``)."""
+
+    def __init__(self, hooks: dict, key: int):
+        self._hooks, self.id = hooks, key     # the tensor's dict, not the tensor: no reference cycle
+
+    def remove(self):
+        self._hooks.pop(self.id, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+def register_hook(tensor, hook) -> RemovableHandle:
+    if not callable(hook):
+        raise TypeError(f"register_hook needs a function of the gradient, got {type(hook).__name__}")
+    if not tensor.requires_grad:
+        raise RuntimeError("cannot register a hook on a tensor that does not require grad "
+                           "(it never receives a gradient)")
+    if tensor._hooks is None:
+        tensor._hooks = {}
+    key = next(_next_id)
+    tensor._hooks[key] = hook
+    return RemovableHandle(tensor._hooks, key)
+
+
+def run_hooks(tensor, grad: np.ndarray) -> np.ndarray:
+    """The gradient after every hook of ``tensor`` has seen (and maybe replaced) it."""
+    from .tensor import Tensor
+    for hook in list(tensor._hooks.values()):
+        result = hook(Tensor._from_op(grad.copy(), None))
+        if result is None:
+            continue
+        replacement = np.asarray(result.data if isinstance(result, Tensor) else result)
+        if replacement.shape != grad.shape:
+            raise ValueError(f"hook {getattr(hook, '__name__', hook)} returned a gradient of shape "
+                             f"{replacement.shape} for a tensor of shape {grad.shape}; it must keep the shape")
+        grad = replacement.astype(grad.dtype, copy=False)
+    return grad

@@ -1,0 +1,72 @@
+"""In-place operators ``+= -= *= /=`` with PyTorch's rules.
+
+- A leaf that requires grad (a weight), inside ``no_grad()``: its ``.data`` is
+  updated in place and it stays the same leaf, so the textbook SGD step trains:
+
+      with no_grad():
+          w -= lr * w.grad
+
+- The same outside ``no_grad()`` raises: recording the update would turn the
+  weight into the output of an op and it would never get a ``.grad`` again.
+- A tensor that is part of a graph being recorded (an intermediate, or a plain
+  tensor updated with one that requires grad): ``x += y`` means ``x = x + y``,
+  a new tensor, and earlier ops keep the old one. (PyTorch rewrites the
+  tensor's history in place instead; here ops point to their input tensors,
+  so doing that would silently change the gradient of every op that already
+  used ``x``.)
+- Any other case (no gradient involved, or inside ``no_grad()``): ``.data``
+  changes in place, keeping its dtype (numpy's ``same_kind`` casting, so
+  ``int_tensor /= 2`` is refused as in PyTorch), and the tensor's version
+  counter goes up. Every recorded op notes its inputs' versions; if backward
+  reaches an op that saved an input which changed since, it raises instead of
+  using the new values (PyTorch's "modified by an inplace operation").
+  Changes made through ``.data``, ``detach()`` or a view are not counted.
+"""
+import numpy as np
+
+from . import grad_mode
+
+
+class InPlaceOps:
+    __slots__ = ()
+
+    def __iadd__(self, other):
+        return _in_place(self, other, np.add, "+=")
+
+    def __isub__(self, other):
+        return _in_place(self, other, np.subtract, "-=")
+
+    def __imul__(self, other):
+        return _in_place(self, other, np.multiply, "*=")
+
+    def __itruediv__(self, other):
+        return _in_place(self, other, np.true_divide, "/=")
+
+
+def _in_place(tensor, other, ufunc, symbol):
+    from .tensor import Tensor
+    other_requires_grad = isinstance(other, Tensor) and other.requires_grad
+    if grad_mode.is_grad_enabled() and (tensor.requires_grad or other_requires_grad):
+        if tensor.requires_grad and tensor.grad_fn is None:
+            raise RuntimeError(
+                f"in-place {symbol} on a leaf tensor that requires grad would make it an op's output "
+                "and stop it from training; update it inside `with minigrad.no_grad():` "
+                f"(e.g. w {symbol} lr * w.grad) or change w.data")
+        return NotImplemented      # Python then runs `tensor = tensor <op> other`: a new graph node
+    value = other.data if isinstance(other, Tensor) else other
+    try:
+        ufunc(tensor.data, value, out=tensor.data, casting="same_kind")
+    except TypeError:
+        result = np.result_type(tensor.data, value)
+        raise TypeError(f"in-place {symbol}: the result has dtype {result}, which a tensor of dtype "
+                        f"{tensor.dtype} cannot hold; write x = x {symbol[0]} y for a new tensor") from None
+    except ValueError:
+        if not tensor.data.flags.writeable:
+            raise ValueError(f"in-place {symbol}: this tensor's array is read-only (e.g. a broadcast "
+                             f"view); write x = x {symbol[0]} y for a new tensor") from None
+        raise ValueError(f"in-place {symbol}: a tensor of shape {tensor.shape} cannot be combined in place "
+                         f"with shape {np.shape(value)}: the result must keep the tensor's shape; "
+                         f"write x = x {symbol[0]} y for a new tensor") from None
+    tensor._version += 1
+    return tensor
+
