@@ -7,8 +7,10 @@
     array([[2., 4.],
            [6., 8.]], dtype=float32)
 
-Floating data defaults to float32; float64 arrays stay float64 (gradcheck
-needs them). Integer tensors hold indices and never need a gradient.
+dtypes follow PyTorch: Python floats (and lists with any float) become
+float32, Python ints int64, bools bool; numpy arrays keep their dtype, except
+floats other than float32 and float64 (float64 stays: gradcheck needs it),
+which become float32. Integer tensors hold indices and never need a gradient.
 
 The op methods (``+``, ``@``, ``sum``, ``softmax``, ...) are thin wrappers around
 the op classes in ``minigrad.ops``, where each op's forward and backward sit
@@ -304,6 +306,8 @@ def _to_array(data, dtype):
         # Python floats become float32; numpy float64 data stays float64.
         if not from_numpy or array.dtype not in (np.float32, np.float64):
             array = array.astype(np.float32)
+    elif array.dtype.kind == "i" and not from_numpy:
+        array = array.astype(np.int64)        # Python ints -> int64 on every platform, as in PyTorch
     elif array.dtype.kind == "O":
         raise TypeError(f"cannot make a Tensor from {type(data).__name__} holding objects: {data!r:.80}")
     return array

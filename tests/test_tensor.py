@@ -42,6 +42,14 @@ def test_python_ints_are_index_tensors():
     np.testing.assert_array_equal(ids.numpy(), [1, 2, 3])
 
 
+@pytest.mark.parametrize("data, dtype", [([1, 2, 3], np.int64), (7, np.int64), ([[1], [2]], np.int64),
+                                         ([1, 2.5], np.float32), ([True, False], np.bool_),
+                                         (np.arange(3, dtype=np.int32), np.int32)])
+def test_dtype_of_python_data_follows_pytorch(data, dtype):
+    # torch.tensor: int lists -> int64, float (or mixed) lists -> float32, bools -> bool
+    assert Tensor(data).dtype == dtype
+
+
 @pytest.mark.parametrize("data", [[1, 2], np.arange(3), True])
 def test_requires_grad_on_non_float_raises(data):
     with pytest.raises(TypeError, match="floating-point"):
