@@ -43,6 +43,7 @@ def autograd_steps(root, grad=None, retain_graph=False):
     is used; under ``detect_anomaly()`` the first NaN or inf raises. Unless
     ``retain_graph``, each op's saved arrays are freed once its step has been
     yielded (so look at ``step.fn`` during the step, not after the loop).
+    Stopping the iteration early stops the pass: later ops give no gradients.
     """
     pending = {id(root): _initial_grad(root, grad)}   # gradients waiting to flow further down
     checking = anomaly.is_enabled()

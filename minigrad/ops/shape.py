@@ -65,8 +65,8 @@ def _scatter_add_rows(ids, grad, shape):
     """Sum the gradient rows of every lookup into the rows they came from.
 
     Sort the ids, then add each run of equal ids with one ``np.add.reduceat``:
-    5-10x faster than ``np.add.at`` at the model's embedding lookups, without
-    BLAS. Negative ids count from the end, as in the forward, so they are
+    ~4x faster than ``np.add.at`` at the model's embedding lookups, and as fast
+    as a one-hot BLAS product without depending on BLAS threads. Negative ids count from the end, as in the forward, so they are
     wrapped first (forward already rejected ids out of range).
     """
     flat_ids = ids.reshape(-1)
