@@ -110,19 +110,20 @@ def _initial_grad(root, grad):
 def _check_saved_inputs_unchanged(fn):
     """Raise if an input this op saved for backward was modified in place since.
 
-    ``fn.input_versions`` are the inputs' version counters when the op ran
-    (bumped by ``+=`` and friends). A changed counter only matters if the op
-    kept that input's array (or a view of it): then its gradient would use the
-    new values. PyTorch raises the same way.
+    An input whose last in-place change (``_changed_at``, a tick of the
+    in-place clock) is later than the op (``fn.recorded_at``) was changed after
+    the op ran. That only matters if the op kept that input's array (or a view
+    of it): then its gradient would use the new values. PyTorch raises the same
+    way (with a version counter per tensor).
     """
-    for i, (inp, version) in enumerate(zip(fn.inputs, fn.input_versions)):
-        if inp._version == version:
+    for i, inp in enumerate(fn.inputs):
+        if inp._changed_at <= fn.recorded_at:
             continue
         saved = [v for v in vars(fn).values() if isinstance(v, np.ndarray)]
         if any(np.may_share_memory(v, inp.data) for v in saved):
             raise RuntimeError(
                 f"backward through {fn.name}: its input {i} (shape {inp.shape}) was modified in place "
-                f"(version {version} -> {inp._version}) after {fn.name} saved it, so its gradient would "
+                f"after {fn.name} saved it, so its gradient would "
                 "use the new values; do the in-place update after backward(), or use x = x - y instead")
 
 

@@ -18,7 +18,7 @@ has to sum its gradient back to its input's shape itself.
 """
 import numpy as np
 
-from . import anomaly, grad_mode
+from . import anomaly, grad_mode, inplace
 
 # Names of the modules currently running (innermost last), recorded on each op
 # while ``nn.record_scopes(model)`` is active so graph drawings can group ops by module.
@@ -31,7 +31,7 @@ class Function:
     Attributes set by ``apply``:
       inputs            the input Tensors, in argument order
       needs_input_grad  one bool per input; backward may return None where False
-      input_versions    the inputs' in-place version counters (backward checks them)
+      recorded_at       the in-place clock when the op ran (backward compares inputs' changes)
       created_at        "file:line" of the user's code, only under ``detect_anomaly()``
     """
 
@@ -55,7 +55,7 @@ class Function:
         if not record:
             return Tensor._from_op(out, None)
         fn.inputs = tuple(tensors)
-        fn.input_versions = tuple([t._version for t in tensors])
+        fn.recorded_at = inplace.clock
         if scope_stack:
             fn.scope = scope_stack[-1]
         if anomaly._enabled:

@@ -16,15 +16,21 @@
   used ``x``.)
 - Any other case (no gradient involved, or inside ``no_grad()``): ``.data``
   changes in place, keeping its dtype (numpy's ``same_kind`` casting, so
-  ``int_tensor /= 2`` is refused as in PyTorch), and the tensor's version
-  counter goes up. Every recorded op notes its inputs' versions; if backward
-  reaches an op that saved an input which changed since, it raises instead of
+  ``int_tensor /= 2`` is refused as in PyTorch). If backward then reaches an
+  op that saved the tensor's array before the change, it raises instead of
   using the new values (PyTorch's "modified by an inplace operation").
-  Changes made through ``.data``, ``detach()`` or a view are not counted.
+  Changes made through ``.data``, ``detach()`` or a view are not tracked.
+
+How the change is tracked: ``clock`` below ticks at every in-place change and
+the changed tensor remembers the tick (``_changed_at``); every recorded op
+remembers the clock when it ran (``recorded_at``: one integer, whatever the
+number of inputs), and backward compares the two.
 """
 import numpy as np
 
 from . import grad_mode
+
+clock = 0      # ticks at every in-place change
 
 
 class InPlaceOps:
@@ -67,6 +73,8 @@ def _in_place(tensor, other, ufunc, symbol):
         raise ValueError(f"in-place {symbol}: a tensor of shape {tensor.shape} cannot be combined in place "
                          f"with shape {np.shape(value)}: the result must keep the tensor's shape; "
                          f"write x = x {symbol[0]} y for a new tensor") from None
-    tensor._version += 1
+    global clock
+    clock += 1
+    tensor._changed_at = clock
     return tensor
 

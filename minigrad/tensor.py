@@ -26,7 +26,7 @@ from .interop import NumpyInterop, refuse_numpy_arguments
 class Tensor(NumpyInterop, InPlaceOps):
     """numpy interop (``np.asarray``, ``float()``, ...) lives in ``interop.py``,
     the in-place operators (``+=``, ...) in ``inplace.py``."""
-    __slots__ = ("data", "grad", "requires_grad", "grad_fn", "name", "_retains_grad", "_hooks", "_version",
+    __slots__ = ("data", "grad", "requires_grad", "grad_fn", "name", "_retains_grad", "_hooks", "_changed_at",
                  "__weakref__")
 
     def __init__(self, data, requires_grad=False, dtype=None, name=None):
@@ -44,7 +44,7 @@ class Tensor(NumpyInterop, InPlaceOps):
         self.name = name
         self._retains_grad = False
         self._hooks = None      # {id: fn}, see register_hook
-        self._version = 0       # bumped by in-place operators, see inplace.py
+        self._changed_at = 0    # in-place clock tick of the last += etc., see inplace.py
 
     @classmethod
     def _from_op(cls, array, grad_fn):
@@ -57,7 +57,7 @@ class Tensor(NumpyInterop, InPlaceOps):
         out.name = None
         out._retains_grad = False
         out._hooks = None
-        out._version = 0
+        out._changed_at = 0
         return out
 
     # ------------------------------------------------------------------ basics
