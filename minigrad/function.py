@@ -58,7 +58,7 @@ class Function:
         fn.recorded_at = inplace.clock
         if scope_stack:
             fn.scope = scope_stack[-1]
-        if anomaly._enabled:
+        if anomaly._enabled:     # one attribute read when off: no stack is looked at
             fn.created_at = anomaly.user_site()
         return Tensor._from_op(out, fn)
 
