@@ -6,9 +6,10 @@
   drops the graph, so PyTorch makes you say so.
 - ``float(t)``, ``int(t)``, ``bool(t)`` work on one-element tensors;
   ``operator.index(t)`` (``range(t)``, ``list[t]``) only on integer ones.
-- ``np.sum(t)``, ``np.mean(t)``, ``np.max(t)``, ``np.min(t)``, ``np.argmax(t)``
-  call the Tensor methods and return Tensors (numpy's ``out=`` and ``dtype=``
-  are refused with a message). Other numpy functions either take the array
+- ``np.sum(t)``, ``np.mean(t)``, ``np.max(t)``, ``np.min(t)``, ``np.argmax(t)``,
+  ``np.any(t)``, ``np.all(t)`` call the Tensor methods and return Tensors
+  (numpy's ``out=`` and ``dtype=`` are refused with a message); ``np.prod(t)``
+  says what to call instead. Other numpy functions either take the array
   via ``np.asarray`` (so the rule above applies) or are ufuncs, which a Tensor
   declines (``__array_ufunc__ = None``) so that ``ndarray + Tensor`` runs
   Tensor's ``__radd__`` and keeps the graph: call the Tensor method instead
@@ -55,6 +56,12 @@ class NumpyInterop:
             raise TypeError(f"only integer tensors of a single element can be converted to an index, "
                             f"got dtype {self.dtype} and shape {self.shape}")
         return int(self.data.reshape(()).item())
+
+
+    def prod(self, *args, **kwargs):
+        # np.prod(t) would otherwise end in numpy's "operand 'Tensor' does not support ufuncs"
+        raise TypeError("Tensor has no prod(); for positive entries use tensor.log().sum(axis).exp() "
+                        "(differentiable), for a plain array np.prod(tensor.detach().numpy())")
 
 
 def refuse_numpy_arguments(method: str, numpy_args: dict):

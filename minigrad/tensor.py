@@ -216,6 +216,18 @@ class Tensor(NumpyInterop, InPlaceOps):
         refuse_numpy_arguments("min", numpy_args)
         return ops.Min.apply(self, axis=axis, keepdims=keepdims)
 
+    def any(self, axis=None, keepdims=False, **numpy_args):
+        """Whether any entry is non-zero, as a bool tensor (no gradient, like PyTorch's any)."""
+        refuse_numpy_arguments("any", numpy_args)
+        axes = ops.normalize_axes(axis, self.ndim, "any")
+        return Tensor(np.any(self.data, axis=axes, keepdims=keepdims))
+
+    def all(self, axis=None, keepdims=False, **numpy_args):
+        """Whether every entry is non-zero, as a bool tensor (no gradient, like PyTorch's all)."""
+        refuse_numpy_arguments("all", numpy_args)
+        axes = ops.normalize_axes(axis, self.ndim, "all")
+        return Tensor(np.all(self.data, axis=axes, keepdims=keepdims))
+
     def argmax(self, axis=None, keepdims=False, **numpy_args):
         """Index of the largest entry as an int64 tensor (no gradient)."""
         refuse_numpy_arguments("argmax", numpy_args)

@@ -116,3 +116,13 @@ def test_ndarray_op_tensor_still_dispatches_to_the_tensor():
     z = np.array([2.0, 3.0]) ** Tensor([1.0, 2.0])    # Tensor.__rpow__
     assert isinstance(z, Tensor)
     np.testing.assert_array_equal(z.numpy(), [2, 9])
+
+
+def test_numpy_any_all_and_prod_of_a_tensor():
+    mask = Tensor(np.array([[True, False], [False, False]]))
+    assert bool(np.any(mask)) and not bool(np.all(mask))
+    np.testing.assert_array_equal(mask.any(axis=1).numpy(), [True, False])
+    np.testing.assert_array_equal(np.all(mask, axis=0, keepdims=True).numpy(), [[False, False]])
+    assert mask.any().dtype == np.bool_ and not leaf([1.0]).any().requires_grad
+    with pytest.raises(TypeError, match=r"tensor\.log\(\)\.sum\(axis\)\.exp\(\)"):
+        np.prod(leaf([1.0, 2.0]))
