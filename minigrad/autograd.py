@@ -11,12 +11,15 @@ The order is reverse topological (every consumer of a tensor runs before the
 tensor's own op), built iteratively so that a chain of 100,000 ops does not hit
 Python's recursion limit.
 """
-from typing import NamedTuple, Optional, Tuple
+from typing import TYPE_CHECKING, NamedTuple, Optional, Tuple
 
 import numpy as np
 
 from . import anomaly, hooks
 from .function import Function, unbroadcast
+
+if TYPE_CHECKING:
+    from .tensor import Tensor
 
 
 class BackwardStep(NamedTuple):

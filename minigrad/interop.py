@@ -15,7 +15,6 @@
   Tensor's ``__radd__`` and keeps the graph: call the Tensor method instead
   (``t.exp()``, ``t.abs()``, ...).
 """
-import numpy as np
 
 
 class NumpyInterop:
