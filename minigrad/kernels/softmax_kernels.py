@@ -1,7 +1,14 @@
 """Softmax and log-softmax over the last axis, with their backwards.
 
-A row of all -inf (a fully masked attention row) gives zeros, never NaN.
-No fastmath: inf and NaN must keep their meaning.
+Same rules as the numpy twins, kernel and twin alike:
+- subtract the row max before exp, so exp never overflows;
+- a row of all -inf (a fully masked attention row): softmax gives zeros, log-softmax -inf,
+  and the backward passes no gradient;
+- a NaN anywhere in a row makes the whole row NaN (as numpy's max does): a diverging
+  run must not look healthy. No fastmath, so inf and NaN keep their meaning;
+- log-softmax is ``(x - max) - log(sum)``, never ``x - (max + log(sum))``: the first
+  subtraction is exact near the max, so float32 results are accurate to their own
+  rounding even for logits of 1e6 (``max + log(sum)`` would round at the logits' scale).
 """
 import numpy as np
 
@@ -11,11 +18,15 @@ from .rows import kernel_fits, run_rowwise
 from .simd import exp_nonpositive, hmax, hsum, lanes, vfma, vload, vmax, vsplat, vstore
 
 
+def _shift_numpy(x):
+    """The row max to subtract before exp, or 0 for a row of all -inf (-inf - -inf would be NaN)."""
+    m = np.max(x, axis=-1, keepdims=True)  # NaN if the row holds a NaN
+    return np.where(np.isneginf(m), x.dtype.type(0), m)
+
+
 def softmax_numpy(x):
     """exp(x - max) / sum(exp(x - max)); a row of all -inf gives zeros."""
-    m = np.max(x, axis=-1, keepdims=True)
-    m = np.where(np.isneginf(m), 0, m)  # masked row: -inf - (-inf) would be NaN
-    e = np.exp(x - m)
+    e = np.exp(x - _shift_numpy(x))
     s = np.sum(e, axis=-1, keepdims=True)
     return e / np.where(s == 0, 1, s)  # masked row: 0 / 1
 
@@ -26,150 +37,118 @@ def softmax_backward_numpy(y, grad):
 
 
 def log_softmax_numpy(x):
-    """x - max - log(sum(exp(x - max))); a row of all -inf stays all -inf."""
-    m = np.max(x, axis=-1, keepdims=True)
-    masked = np.isneginf(m)
-    m = np.where(masked, 0, m)
-    s = np.sum(np.exp(x - m), axis=-1, keepdims=True)
-    log_sum = m + np.log(np.where(masked, 1, s))  # masked row: lse 0, so x - lse = -inf
-    return x - log_sum
+    """(x - max) - log(sum(exp(x - max))); a row of all -inf stays all -inf."""
+    shifted = x - _shift_numpy(x)
+    s = np.sum(np.exp(shifted), axis=-1, keepdims=True)
+    return shifted - np.log(np.where(s == 0, 1, s))  # masked row: -inf - log(1)
 
 
 def log_softmax_backward_numpy(y, grad):
-    """dx = grad - exp(y) * sum(grad); zeros for a fully masked row."""
+    """dx = grad - exp(y) * sum(grad); zeros for a fully masked row (all -inf)."""
     dx = grad - np.exp(y) * np.sum(grad, axis=-1, keepdims=True)
     fully_masked = np.all(np.isneginf(y), axis=-1, keepdims=True)
     return np.where(fully_masked, 0, dx)
 
 
-# Rows of at most two vectors (attention: 20 keys) are done in registers:
-# load once, max, exp, sum, scale, store. Longer rows take three passes over
-# memory. The short path halves the instructions per row for the attention shape.
+# ------------------------------------------------------------------ row helpers (also used by attention)
 @jit(forceinline=True)
-def _softmax_short_row(row, y):
+def has_nan(row):
+    """Does the row hold a NaN? Only asked on the rare path where the vector max says -inf:
+    ``vmax`` drops a NaN, so "max is -inf" means "all -inf, or -inf and NaN"."""
+    for j in range(row.shape[0]):
+        if row[j] != row[j]:
+            return True
+    return False
+
+
+@jit(forceinline=True)
+def softmax_shift(row):
+    """What to subtract before exp: the row's max, or 0 when it is -inf (``_shift_numpy``).
+    The vector max may drop a NaN; then exp(NaN - shift) puts it back into the sum."""
     step, width = lanes(row), row.shape[0]
     minus_inf = row.dtype.type(-np.inf)
-    low, high = vload(row, 0, width, minus_inf), vload(row, step, width - step, minus_inf)
-    row_max = hmax(vmax(low, high))
-    if row_max == minus_inf:  # fully masked row
-        zeros = vsplat(row.dtype.type(0))
-        vstore(y, 0, width, zeros)
-        vstore(y, step, width - step, zeros)
-        return
-    e_low = exp_nonpositive(low - row_max)  # padding lanes: exp(-inf) = 0
-    e_high = exp_nonpositive(high - row_max)
-    scale = row.dtype.type(1) / hsum(e_low + e_high)
-    vstore(y, 0, width, e_low * scale)
-    vstore(y, step, width - step, e_high * scale)
-
-
-@jit(forceinline=True)
-def _softmax_long_row(row, y):
-    step, width = lanes(row), row.shape[0]
-    zero, minus_inf = row.dtype.type(0), row.dtype.type(-np.inf)
     peak = vsplat(minus_inf)
     for j in range(0, width, step):
         peak = vmax(peak, vload(row, j, width - j, minus_inf))
     row_max = hmax(peak)
-    if row_max == minus_inf:  # fully masked row
-        for j in range(0, width, step):
-            vstore(y, j, width - j, vsplat(zero))
-        return
-    total = vsplat(zero)
+    return row.dtype.type(0) if row_max == minus_inf else row_max
+
+
+@jit(forceinline=True)
+def shifted_exp_sum(row, shift, e):
+    """e = exp(row - shift), returns sum(e): 0 for a row of all -inf, NaN if it holds a NaN."""
+    step, width = lanes(row), row.shape[0]
+    minus_inf = row.dtype.type(-np.inf)
+    total = vsplat(row.dtype.type(0))
     for j in range(0, width, step):
-        e = exp_nonpositive(vload(row, j, width - j, minus_inf) - row_max)
-        vstore(y, j, width - j, e)
-        total = total + e
-    scale = row.dtype.type(1) / hsum(total)
+        part = exp_nonpositive(vload(row, j, width - j, minus_inf) - shift)  # padding lanes: exp(-inf) = 0
+        vstore(e, j, width - j, part)
+        total = total + part
+    return hsum(total)
+
+
+@jit(forceinline=True)
+def softmax_row(row, y):
+    """y = softmax(row); row and y may be the same array."""
+    step, width, zero = lanes(row), row.shape[0], row.dtype.type(0)
+    total = shifted_exp_sum(row, softmax_shift(row), y)
+    scale = row.dtype.type(1) / total if total != zero else zero  # all -inf: 0 * 0
     for j in range(0, width, step):
         vstore(y, j, width - j, vload(y, j, width - j, zero) * scale)
 
 
+@jit(forceinline=True)
+def softmax_backward_row(y, g, dx, scale):
+    """dx = y * (g - sum(g * y)) * scale (scale 1, or attention's 1/sqrt(d)); g and dx may be one array."""
+    step, width, zero = lanes(y), y.shape[0], y.dtype.type(0)
+    dot = vsplat(zero)
+    for j in range(0, width, step):
+        dot = vfma(dot, vload(y, j, width - j, zero), vload(g, j, width - j, zero))
+    s = hsum(dot)
+    for j in range(0, width, step):
+        n = width - j
+        vstore(dx, j, n, vload(y, j, n, zero) * (vload(g, j, n, zero) - s) * scale)
+
+
+# ------------------------------------------------------------------ the kernels
 @jit()
 def _softmax_kernel(x, out):
-    if x.shape[1] <= 2 * lanes(x):
-        for r in range(x.shape[0]):
-            _softmax_short_row(x[r], out[r])
-    else:
-        for r in range(x.shape[0]):
-            _softmax_long_row(x[r], out[r])
+    for r in range(x.shape[0]):
+        softmax_row(x[r], out[r])
 
 
 @jit()
 def _softmax_backward_kernel(y, grad, out):
-    zero = y.dtype.type(0)
-    step = lanes(y)
+    one = y.dtype.type(1)
     for r in range(y.shape[0]):
-        y_row, g_row, dx = y[r], grad[r], out[r]
-        width = y_row.shape[0]
-        dot = vsplat(zero)
-        for j in range(0, width, step):
-            dot = vfma(dot, vload(y_row, j, width - j, zero), vload(g_row, j, width - j, zero))
-        s = hsum(dot)
-        for j in range(0, width, step):
-            y_part = vload(y_row, j, width - j, zero)
-            vstore(dx, j, width - j, y_part * (vload(g_row, j, width - j, zero) - s))
-
-
-@jit(forceinline=True)
-def _log_softmax_short_row(row, y):
-    step, width = lanes(row), row.shape[0]
-    minus_inf = row.dtype.type(-np.inf)
-    low, high = vload(row, 0, width, minus_inf), vload(row, step, width - step, minus_inf)
-    row_max = hmax(vmax(low, high))
-    if row_max == minus_inf:  # fully masked row stays -inf
-        vstore(y, 0, width, low)
-        vstore(y, step, width - step, high)
-        return
-    total = exp_nonpositive(low - row_max) + exp_nonpositive(high - row_max)
-    log_sum = row_max + np.log(hsum(total))
-    vstore(y, 0, width, low - log_sum)
-    vstore(y, step, width - step, high - log_sum)
-
-
-@jit(forceinline=True)
-def _log_softmax_long_row(row, y):
-    step, width = lanes(row), row.shape[0]
-    zero, minus_inf = row.dtype.type(0), row.dtype.type(-np.inf)
-    peak = vsplat(minus_inf)
-    for j in range(0, width, step):
-        peak = vmax(peak, vload(row, j, width - j, minus_inf))
-    row_max = hmax(peak)
-    if row_max == minus_inf:  # fully masked row stays -inf
-        for j in range(0, width, step):
-            vstore(y, j, width - j, peak)
-        return
-    total = vsplat(zero)
-    for j in range(0, width, step):
-        total = total + exp_nonpositive(vload(row, j, width - j, minus_inf) - row_max)
-    log_sum = row_max + np.log(hsum(total))
-    for j in range(0, width, step):
-        vstore(y, j, width - j, vload(row, j, width - j, zero) - log_sum)
+        softmax_backward_row(y[r], grad[r], out[r], one)
 
 
 @jit()
 def _log_softmax_kernel(x, out):
-    if x.shape[1] <= 2 * lanes(x):
-        for r in range(x.shape[0]):
-            _log_softmax_short_row(x[r], out[r])
-    else:
-        for r in range(x.shape[0]):
-            _log_softmax_long_row(x[r], out[r])
+    zero = x.dtype.type(0)
+    step, width = lanes(x), x.shape[1]
+    for r in range(x.shape[0]):
+        row, y = x[r], out[r]
+        shift = softmax_shift(row)
+        total = shifted_exp_sum(row, shift, y)  # y is scratch here
+        log_sum = np.log(total) if total != zero else zero  # all -inf: -inf - 0
+        for j in range(0, width, step):
+            vstore(y, j, width - j, (vload(row, j, width - j, zero) - shift) - log_sum)
 
 
 @jit()
 def _log_softmax_backward_kernel(y, grad, out):
     zero, minus_inf = y.dtype.type(0), y.dtype.type(-np.inf)
-    step = lanes(y)
+    step, width = lanes(y), y.shape[1]
     for r in range(y.shape[0]):
         y_row, g_row, dx = y[r], grad[r], out[r]
-        width = y_row.shape[0]
         peak = vsplat(minus_inf)
         g_total = vsplat(zero)
         for j in range(0, width, step):
             peak = vmax(peak, vload(y_row, j, width - j, minus_inf))
             g_total = g_total + vload(g_row, j, width - j, zero)
-        if hmax(peak) == minus_inf:  # fully masked row: no gradient
+        if hmax(peak) == minus_inf and not has_nan(y_row):  # fully masked row: no gradient
             for j in range(0, width, step):
                 vstore(dx, j, width - j, vsplat(zero))
             continue
@@ -179,6 +158,7 @@ def _log_softmax_backward_kernel(y, grad, out):
             vstore(dx, j, width - j, vload(g_row, j, width - j, zero) - p * g_sum)
 
 
+# ------------------------------------------------------------------ public entry points
 def softmax(x):
     """Softmax over the last axis."""
     if numpy_selected() or not kernel_fits(x):

@@ -37,6 +37,7 @@ class MultiHeadAttentionCore(Function):
         self.sources = [np.ascontiguousarray(s) for s in sources]
         self.num_heads, self.width, self.layout = num_heads, width, layout
         self.columns = tuple(c for _, c in layout)
+        # per head h:  S = Q_h K_hᵀ / sqrt(d),  S[~allowed] = -inf,  P = softmax(S),  O_h = P V_h
         out, self.weights = kernels.attention(*(self.sources[s] for s, _ in layout), allowed, num_heads,
                                               width, self.columns)
         weights_out.append(self.weights)
@@ -53,6 +54,8 @@ class MultiHeadAttentionCore(Function):
                 target = grads[source]
                 claimed[source].append(column)
             targets.append(target)
+        # dP = G_h V_hᵀ,  dS = P * (dP - sum(P * dP)) / sqrt(d)  (softmax backward),
+        # dQ_h = dS K_h,  dK_h = dSᵀ Q_h,  dV_h = Pᵀ G_h
         kernels.attention_backward(np.ascontiguousarray(grad), *(self.sources[s] for s, _ in self.layout),
                                    self.weights, self.num_heads, *targets, self.columns)
         for source, target in separate:

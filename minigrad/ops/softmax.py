@@ -2,7 +2,7 @@
 
 Both are computed directly and stably (subtract the row max first); a row that
 is entirely -inf (a fully masked attention row) gives zeros from softmax, never
-NaN, and no gradient.
+NaN, and no gradient; a NaN anywhere in a row makes that row NaN.
 """
 import numpy as np
 
@@ -30,10 +30,14 @@ class _LastAxisOp(Function):
 
 
 class Softmax(_LastAxisOp):
+    # y = exp(x - max) / sum(exp(x - max))          (max: the row max, 0 for a row of all -inf)
     kernel_forward = staticmethod(lambda x: kernels.softmax(x))
+    # dx = y * (g - sum(g * y))
     kernel_backward = staticmethod(lambda y, g: kernels.softmax_backward(y, g))
 
 
 class LogSoftmax(_LastAxisOp):
+    # y = (x - max) - log(sum(exp(x - max)))        (in that order: exact near the max in float32)
     kernel_forward = staticmethod(lambda x: kernels.log_softmax(x))
+    # dx = g - exp(y) * sum(g)                       (0 for a row of all -inf)
     kernel_backward = staticmethod(lambda y, g: kernels.log_softmax_backward(y, g))
