@@ -10,6 +10,7 @@ from .checks import broadcast_shape
 
 
 class MatMul(Function):
+    # forward: C = A @ B (batch dims broadcast);  backward: dA = g @ B^T,  dB = A^T @ g
     def forward(self, a, b):
         if a.shape[-1] != b.shape[-2]:
             raise ValueError(f"matmul: shapes {a.shape} and {b.shape} do not fit: the last dimension "
@@ -22,13 +23,13 @@ class MatMul(Function):
     def backward(self, grad):
         a, b = self.a, self.b
         need_a, need_b = self.needs_input_grad
-        grad_a = kernels.matmul(grad, b.swapaxes(-1, -2)) if need_a else None
+        grad_a = kernels.matmul(grad, b.swapaxes(-1, -2)) if need_a else None  # dA = g @ B^T
         grad_b = None
         if need_b:
             if b.ndim == 2 and a.ndim > 2:
                 grad_b = shared_weight_grad(a, grad)
             else:
-                grad_b = kernels.matmul(a.swapaxes(-1, -2), grad)  # the engine sums broadcast batch dims
+                grad_b = kernels.matmul(a.swapaxes(-1, -2), grad)  # dB = A^T @ g; the engine sums broadcast batch dims
         return grad_a, grad_b
 
 

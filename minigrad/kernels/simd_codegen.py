@@ -1,0 +1,398 @@
+"""How Numba compiles the SIMD vocabulary of ``simd.py`` (a reader may skip this file).
+
+A Numba type for vectors, stored as an LLVM vector such as ``<8 x float>``,
+and for each helper of ``simd.py`` an ``@intrinsic`` that emits a few LLVM
+instructions (masked loads and stores, shuffles, ``llvm.fmuladd``) plus an
+``@overload`` that makes Numba use it when a kernel calls the helper.
+``+``, ``-`` and ``*`` work on vectors, and on a vector with a scalar of the
+same dtype. Needs llvmlite >= 0.45 (opaque pointers, ``.p0`` intrinsic names).
+"""
+import operator
+
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.core.errors import TypingError
+from numba.extending import intrinsic, models, overload, register_model
+
+from .simd import (VECTOR_BYTES, _exp_nonpositive_f32, _exp_nonpositive_f64, exp_nonpositive, flat, hmax, hsum,
+                   lanes, rebase, vbroadcast, vfloor, vfma, vload, vmax, vpow2, vsplat, vstore, vtranspose)
+
+
+class VectorType(types.Type):
+    def __init__(self, dtype):
+        self.dtype = dtype
+        self.lanes = VECTOR_BYTES * 8 // dtype.bitwidth
+        super().__init__(name=f"Vector({dtype} x {self.lanes})")
+
+
+@register_model(VectorType)
+class _VectorModel(models.PrimitiveModel):
+    def __init__(self, dmm, fe_type):
+        element = dmm.lookup(fe_type.dtype).get_value_type()
+        super().__init__(dmm, fe_type, ir.VectorType(element, fe_type.lanes))
+
+
+_I32 = ir.IntType(32)
+
+
+def _llvm_name(vector_type):  # e.g. "v16f32", the suffix of LLVM's vector intrinsics
+    return f"v{vector_type.lanes}f{vector_type.dtype.bitwidth}"
+
+
+def _llvm_function(builder, name, return_type, argument_types):
+    return cgutils.get_or_insert_function(builder.module, ir.FunctionType(return_type, argument_types), name)
+
+
+def _row_pointer(context, builder, row_type, row, start):
+    data = context.make_array(row_type)(context, builder, row).data
+    return builder.gep(data, [start], source_etype=context.get_data_type(row_type.dtype))
+
+
+def _lane_mask(builder, lane_count, count):
+    """<lane_count x i1>: lane i is on when i < count."""
+    # clip count to [0, lane_count] so it fits 32 bits: one compare of 32-bit lanes
+    lanes_value = ir.Constant(count.type, lane_count)
+    count = builder.select(builder.icmp_signed("<", count, lanes_value), count, lanes_value)
+    count = builder.trunc(builder.select(builder.icmp_signed("<", count, count.type(0)), count.type(0), count), _I32)
+    lane_index = ir.Constant(ir.VectorType(_I32, lane_count), list(range(lane_count)))
+    return builder.icmp_signed("<", lane_index, _splat_value(builder, count, lane_count))
+
+
+def _splat_value(builder, scalar, lane_count):
+    vector_type = ir.VectorType(scalar.type, lane_count)
+    vector = builder.insert_element(ir.Constant(vector_type, None), scalar, ir.Constant(_I32, 0))
+    return builder.shuffle_vector(vector, vector, ir.Constant(ir.VectorType(_I32, lane_count), [0] * lane_count))
+
+
+def _halving_reduction(builder, vector, combine):
+    """Fold the upper half of the lanes onto the lower half until one lane is left."""
+    width = vector.type.count
+    while width > 1:
+        half = width // 2
+        low = builder.shuffle_vector(vector, vector, ir.Constant(ir.VectorType(_I32, half), list(range(half))))
+        high = builder.shuffle_vector(vector, vector, ir.Constant(ir.VectorType(_I32, half), list(range(half, width))))
+        vector, width = combine(low, high), half
+    return builder.extract_element(vector, ir.Constant(_I32, 0))
+
+
+def _select_max(builder):
+    return lambda a, b: builder.select(builder.fcmp_ordered("<", a, b), b, a)
+
+
+def _is_row(row):
+    return (isinstance(row, types.Array) and row.ndim == 1 and row.layout == "C"
+            and row.dtype in (types.float32, types.float64))
+
+
+@intrinsic
+def _vload_ir(typingctx, row, start, count, fill):
+    vector_type = VectorType(row.dtype)
+
+    def codegen(context, builder, signature, args):
+        row_value, start_value, count_value, fill_value = args
+        llvm_type = context.get_value_type(vector_type)
+        pointer = _row_pointer(context, builder, signature.args[0], row_value, start_value)
+        mask = _lane_mask(builder, vector_type.lanes, count_value)
+        load = _llvm_function(builder, f"llvm.masked.load.{_llvm_name(vector_type)}.p0",
+                              llvm_type, [pointer.type, _I32, mask.type, llvm_type])
+        alignment = ir.Constant(_I32, row.dtype.bitwidth // 8)
+        return builder.call(load, [pointer, alignment, mask, _splat_value(builder, fill_value, vector_type.lanes)])
+    return vector_type(row, types.intp, types.intp, row.dtype), codegen
+
+
+@intrinsic
+def _vstore_ir(typingctx, row, start, count, vector):
+    def codegen(context, builder, signature, args):
+        row_value, start_value, count_value, vector_value = args
+        pointer = _row_pointer(context, builder, signature.args[0], row_value, start_value)
+        mask = _lane_mask(builder, vector.lanes, count_value)
+        store = _llvm_function(builder, f"llvm.masked.store.{_llvm_name(vector)}.p0",
+                               ir.VoidType(), [vector_value.type, pointer.type, _I32, mask.type])
+        builder.call(store, [vector_value, pointer, ir.Constant(_I32, row.dtype.bitwidth // 8), mask])
+        return context.get_dummy_value()
+    return types.none(row, types.intp, types.intp, vector), codegen
+
+
+@intrinsic
+def _vbroadcast_ir(typingctx, row, index):
+    vector_type = VectorType(row.dtype)
+
+    def codegen(context, builder, signature, args):
+        pointer = _row_pointer(context, builder, signature.args[0], args[0], args[1])
+        return _splat_value(builder, builder.load(pointer), vector_type.lanes)
+    return vector_type(row, types.intp), codegen
+
+
+def _transpose_vectors(builder, vectors):
+    """Transpose a square of n vectors of n lanes (n a power of 2): log2(n)
+    rounds of two-input shuffles; round h swaps, within each pair of vectors
+    (r, r + h), the lanes c of vector r that have bit h set with the lanes c - h
+    of vector r + h (the off-diagonal blocks of size h)."""
+    n = len(vectors)
+    vectors = list(vectors)
+    h = n // 2
+    while h >= 1:
+        low_mask = [c if c & h == 0 else n + c - h for c in range(n)]
+        high_mask = [c + h if c & h == 0 else n + c for c in range(n)]
+        for r in range(n):
+            if r & h == 0:
+                x, y = vectors[r], vectors[r + h]
+                vectors[r] = builder.shuffle_vector(x, y, ir.Constant(ir.VectorType(_I32, n), low_mask))
+                vectors[r + h] = builder.shuffle_vector(x, y, ir.Constant(ir.VectorType(_I32, n), high_mask))
+        h //= 2
+    return vectors
+
+
+@intrinsic
+def _vtranspose_ir(typingctx, src, start, stride, rows, cols, dst, dst_start, dst_stride):
+    vector_type = VectorType(src.dtype)
+
+    def codegen(context, builder, signature, args):
+        src_value, start_value, stride_value, rows_value, cols_value = args[:5]
+        dst_value, dst_start_value, dst_stride_value = args[5:]
+        n, llvm_type = vector_type.lanes, context.get_value_type(vector_type)
+        alignment = ir.Constant(_I32, src.dtype.bitwidth // 8)
+        name = _llvm_name(vector_type)
+        zero = ir.Constant(llvm_type, None)
+        # lane masks: a row r < rows loads its first cols lanes; a column c < cols stores its first rows lanes
+        col_lanes, row_lanes = _lane_mask(builder, n, cols_value), _lane_mask(builder, n, rows_value)
+        row_on = [builder.icmp_signed("<", rows_value.type(r), rows_value) for r in range(n)]  # scalar tests: they
+        col_on = [builder.icmp_signed("<", cols_value.type(c), cols_value) for c in range(n)]  # fold once inlined
+        no_lanes = ir.Constant(col_lanes.type, None)
+        load = _llvm_function(builder, f"llvm.masked.load.{name}.p0", llvm_type,
+                              [ir.PointerType(), _I32, col_lanes.type, llvm_type])
+        store = _llvm_function(builder, f"llvm.masked.store.{name}.p0", ir.VoidType(),
+                               [llvm_type, ir.PointerType(), _I32, row_lanes.type])
+        vectors = []
+        for r in range(n):
+            offset = builder.add(start_value, builder.mul(stride_value, stride_value.type(r)))
+            pointer = _row_pointer(context, builder, signature.args[0], src_value, offset)
+            mask = builder.select(row_on[r], col_lanes, no_lanes)
+            vectors.append(builder.call(load, [pointer, alignment, mask, zero]))
+        for c, vector in enumerate(_transpose_vectors(builder, vectors)):
+            offset = builder.add(dst_start_value, builder.mul(dst_stride_value, dst_stride_value.type(c)))
+            pointer = _row_pointer(context, builder, signature.args[5], dst_value, offset)
+            builder.call(store, [vector, pointer, alignment, builder.select(col_on[c], row_lanes, no_lanes)])
+        return context.get_dummy_value()
+    signature = types.none(src, types.intp, types.intp, types.intp, types.intp, dst, types.intp, types.intp)
+    return signature, codegen
+
+
+@intrinsic
+def _flat_ir(typingctx, array):
+    row_type = types.Array(array.dtype, 1, "C", readonly=not array.mutable)
+
+    def codegen(context, builder, signature, args):
+        source = context.make_array(signature.args[0])(context, builder, args[0])
+        view = context.make_array(row_type)(context, builder)
+        context.populate_array(view, data=source.data, shape=cgutils.pack_array(builder, [source.nitems]),
+                               strides=cgutils.pack_array(builder, [source.itemsize]), itemsize=source.itemsize,
+                               meminfo=None)  # borrowed: no reference counting
+        return view._getvalue()
+    return row_type(array), codegen
+
+
+@intrinsic
+def _rebase_ir(typingctx, row, start):
+    def codegen(context, builder, signature, args):
+        source = context.make_array(signature.args[0])(context, builder, args[0])
+        view = context.make_array(signature.return_type)(context, builder)
+        data = builder.gep(source.data, [args[1]])
+        # an empty inline asm that returns its input: LLVM can't look through it
+        data = builder.asm(ir.FunctionType(data.type, [data.type]), "", "=r,0", [data], side_effect=False)
+        size = builder.sub(builder.extract_value(source.shape, 0), args[1])
+        context.populate_array(view, data=data, shape=cgutils.pack_array(builder, [size]),
+                               strides=source.strides, itemsize=source.itemsize, meminfo=None)  # borrowed
+        return view._getvalue()
+    return row(row, types.intp), codegen
+
+
+@intrinsic
+def _vsplat_ir(typingctx, x):
+    def codegen(context, builder, signature, args):
+        return _splat_value(builder, args[0], signature.return_type.lanes)
+    return VectorType(x)(x), codegen
+
+
+@intrinsic
+def _vfma_ir(typingctx, acc, a, b):
+    def codegen(context, builder, signature, args):
+        llvm_type = args[0].type
+        fmuladd = _llvm_function(builder, f"llvm.fmuladd.{_llvm_name(acc)}", llvm_type, [llvm_type] * 3)
+        return builder.call(fmuladd, [args[1], args[2], args[0]])
+    return acc(acc, a, b), codegen
+
+
+@intrinsic
+def _vmax_ir(typingctx, a, b):
+    def codegen(context, builder, signature, args):
+        return _select_max(builder)(*args)
+    return a(a, b), codegen
+
+
+@intrinsic
+def _vfloor_ir(typingctx, a):
+    def codegen(context, builder, signature, args):
+        floor = _llvm_function(builder, f"llvm.floor.{_llvm_name(a)}", args[0].type, [args[0].type])
+        return builder.call(floor, args)
+    return a(a), codegen
+
+
+@intrinsic
+def _vpow2_ir(typingctx, n):
+    def codegen(context, builder, signature, args):
+        mantissa_bits, bias = (23, 127) if n.dtype == types.float32 else (52, 1023)
+        float_type = args[0].type
+        int_type = ir.VectorType(ir.IntType(n.dtype.bitwidth), n.lanes)
+        # clip n into the exponent range first (NaN -> 0): then the plain
+        # float-to-int conversion is defined and stays one vector instruction
+        x = builder.select(builder.fcmp_ordered("ord", args[0], args[0]), args[0], ir.Constant(float_type, None))
+        low, high = ir.Constant(float_type, [float(-bias)] * n.lanes), ir.Constant(float_type, [float(bias)] * n.lanes)
+        x = builder.select(builder.fcmp_ordered("<", x, low), low, x)
+        x = builder.select(builder.fcmp_ordered(">", x, high), high, x)
+        biased = builder.add(builder.fptosi(x, int_type), ir.Constant(int_type, [bias] * n.lanes))
+        bits = builder.shl(biased, ir.Constant(int_type, [mantissa_bits] * n.lanes))
+        return builder.bitcast(bits, float_type)
+    return n(n), codegen
+
+
+@intrinsic
+def _hsum_ir(typingctx, vector):
+    def codegen(context, builder, signature, args):
+        return _halving_reduction(builder, args[0], builder.fadd)
+    return vector.dtype(vector), codegen
+
+
+@intrinsic
+def _hmax_ir(typingctx, vector):
+    def codegen(context, builder, signature, args):
+        return _halving_reduction(builder, args[0], _select_max(builder))
+    return vector.dtype(vector), codegen
+
+
+@overload(lanes)
+def _lanes_numba(array):
+    count = VECTOR_BYTES // (array.dtype.bitwidth // 8)
+    return lambda array: count  # a compile-time constant
+
+
+@overload(vload)
+def _vload_numba(row, start, count, fill):
+    if not _is_row(row):
+        raise TypingError(f"vload needs a contiguous 1-D float32/float64 array, got {row}")
+    if fill != row.dtype:
+        raise TypingError(f"vload fill must be {row.dtype}, got {fill}")
+    return lambda row, start, count, fill: _vload_ir(row, start, count, fill)
+
+
+@overload(vstore)
+def _vstore_numba(row, start, count, vector):
+    if not _is_row(row) or not isinstance(vector, VectorType) or vector.dtype != row.dtype:
+        raise TypingError(f"vstore needs a contiguous 1-D array and a vector of its dtype, got {row}, {vector}")
+    return lambda row, start, count, vector: _vstore_ir(row, start, count, vector)
+
+
+@overload(vbroadcast)
+def _vbroadcast_numba(row, index):
+    if not _is_row(row):
+        raise TypingError(f"vbroadcast needs a contiguous 1-D float32/float64 array, got {row}")
+    return lambda row, index: _vbroadcast_ir(row, index)
+
+
+@overload(vtranspose)
+def _vtranspose_numba(src, start, stride, rows, cols, dst, dst_start, dst_stride):
+    if not _is_row(src) or not _is_row(dst) or src.dtype != dst.dtype:
+        raise TypingError(f"vtranspose needs two contiguous 1-D arrays of one float dtype, got {src}, {dst}")
+    return (lambda src, start, stride, rows, cols, dst, dst_start, dst_stride:
+            _vtranspose_ir(src, start, stride, rows, cols, dst, dst_start, dst_stride))
+
+
+@overload(flat)
+def _flat_numba(array):
+    if not (isinstance(array, types.Array) and array.layout == "C"):
+        raise TypingError(f"flat needs a C-contiguous array, got {array}")
+    return lambda array: _flat_ir(array)
+
+
+@overload(rebase)
+def _rebase_numba(row, start):
+    if not _is_row(row):
+        raise TypingError(f"rebase needs a contiguous 1-D float32/float64 array, got {row}")
+    return lambda row, start: _rebase_ir(row, start)
+
+
+@overload(vsplat)
+def _vsplat_numba(x):
+    if x in (types.float32, types.float64):
+        return lambda x: _vsplat_ir(x)
+
+
+def _same_vectors(*args):
+    return all(isinstance(a, VectorType) for a in args) and len({a.dtype for a in args}) == 1
+
+
+@overload(vfma)
+def _vfma_numba(acc, a, b):
+    if _same_vectors(acc, a, b):
+        return lambda acc, a, b: _vfma_ir(acc, a, b)
+
+
+@overload(vmax)
+def _vmax_numba(a, b):
+    if _same_vectors(a, b):
+        return lambda a, b: _vmax_ir(a, b)
+
+
+@overload(vfloor)
+def _vfloor_numba(a):
+    if isinstance(a, VectorType):
+        return lambda a: _vfloor_ir(a)
+
+
+@overload(vpow2)
+def _vpow2_numba(n):
+    if isinstance(n, VectorType):
+        return lambda n: _vpow2_ir(n)
+
+
+@overload(hsum)
+def _hsum_numba(vector):
+    if isinstance(vector, VectorType):
+        return lambda vector: _hsum_ir(vector)
+
+
+@overload(hmax)
+def _hmax_numba(vector):
+    if isinstance(vector, VectorType):
+        return lambda vector: _hmax_ir(vector)
+
+
+def _install_vector_operator(operator_function, emit):
+    """Make ``+``, ``-``, ``*`` work on vectors, and on a vector with a scalar of
+    the same dtype (a scalar of another dtype is a typing error: no silent upcast)."""
+    @intrinsic
+    def lanewise(typingctx, a, b):
+        def codegen(context, builder, signature, args):
+            return emit(builder)(*args)
+        return a(a, b), codegen
+
+    @overload(operator_function)
+    def vector_operator(a, b):
+        if _same_vectors(a, b):
+            return lambda a, b: lanewise(a, b)
+        if isinstance(a, VectorType) and b == a.dtype:
+            return lambda a, b: lanewise(a, _vsplat_ir(b))
+        if isinstance(b, VectorType) and a == b.dtype:
+            return lambda a, b: lanewise(_vsplat_ir(a), b)
+
+
+_install_vector_operator(operator.add, lambda builder: builder.fadd)
+_install_vector_operator(operator.sub, lambda builder: builder.fsub)
+_install_vector_operator(operator.mul, lambda builder: builder.fmul)
+
+
+@overload(exp_nonpositive)
+def _exp_nonpositive_numba(t):
+    if isinstance(t, VectorType):
+        return _exp_nonpositive_f32 if t.dtype == types.float32 else _exp_nonpositive_f64
