@@ -42,7 +42,7 @@ VECTOR_BYTES = _vector_bytes()
 
 
 def lanes(array):
-    """How many elements of ``array``'s dtype fit in one vector (16/8 float32, 8/4 float64)."""
+    """How many elements of ``array``'s dtype fit in one vector (float32: 8 with AVX2, 16 with AVX-512)."""
     return VECTOR_BYTES // array.itemsize
 
 
