@@ -12,8 +12,7 @@ what runs under ``NUMBA_DISABLE_JIT=1``, and what each one means. How Numba
 compiles them (a vector type and one LLVM snippet per helper) is in
 ``simd_codegen.py``, which a reader may skip.
 
-``MINIGRAD_VECTOR_BYTES=32`` forces 256-bit vectors (for experiments; the
-kernels are then compiled without the on-disk cache, see ``jit.py``).
+``MINIGRAD_VECTOR_BYTES=32`` (or 16, 64) forces another vector width, for experiments.
 """
 import os
 
