@@ -1,6 +1,4 @@
 """``numba.njit`` with an on-disk cache, or without one where the cache can't be written."""
-import os
-
 import numba
 
 
@@ -13,15 +11,10 @@ def jit(**options):
     writable cache directory (e.g. a read-only install without
     NUMBA_CACHE_DIR); then we compile in memory on first call instead.
     error_model="numpy": float division by zero gives inf/nan, no exception.
-    With ``MINIGRAD_VECTOR_BYTES`` set, nothing is cached: Numba's cache key
-    does not include the vector width, so cached code of another width would
-    be loaded.
     """
     options = {"error_model": "numpy", **options}
 
     def decorate(function):
-        if "MINIGRAD_VECTOR_BYTES" in os.environ:
-            return numba.njit(**options)(function)
         try:
             return numba.njit(cache=True, **options)(function)
         except RuntimeError as error:

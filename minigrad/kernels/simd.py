@@ -12,8 +12,7 @@ what runs under ``NUMBA_DISABLE_JIT=1``, and what each one means. How Numba
 compiles them (a vector type and one LLVM snippet per helper) is in
 ``simd_codegen.py``, which a reader may skip.
 
-``MINIGRAD_VECTOR_BYTES=32`` forces 256-bit vectors (for experiments; the
-kernels are then compiled without the on-disk cache, see ``jit.py``).
+``MINIGRAD_VECTOR_BYTES=32`` (or 16, 64) forces another vector width, for experiments.
 """
 import os
 
@@ -42,7 +41,7 @@ VECTOR_BYTES = _vector_bytes()
 
 
 def lanes(array):
-    """How many elements of ``array``'s dtype fit in one vector (16/8 float32, 8/4 float64)."""
+    """How many elements of ``array``'s dtype fit in one vector (float32: 8 with AVX2, 16 with AVX-512)."""
     return VECTOR_BYTES // array.itemsize
 
 
