@@ -64,14 +64,14 @@ def attention_backward_numpy(grad, q, k, v, weights, num_heads):
 
 # ---------------------------------------------------------------- the kernels
 # Work goes 4 query rows at a time, so 4-8 independent FMA chains run side by
-# side: one row alone is a single chain that waits on each FMA's latency
-# (measured ~2.5x slower). Rows past the end repeat the last row.
+# side (one row alone waits on each FMA's latency; docs/kernels-rows.md has the
+# figures). Rows past the end repeat the last row.
 @jit(forceinline=True)
 def _transpose_head(x, b, first_column, out):
     """out[d, j] = x[b, j, first_column + d]: one head's keys (or values) with
     the positions along a contiguous row, ready for vector loads. Done in
-    lanes x lanes blocks with lane shuffles (``vtranspose``): a scalar loop
-    here gets vectorised by LLVM into gathers, which cost ~30 cycles each."""
+    lanes x lanes blocks with lane shuffles (``vtranspose``), not the slow
+    gathers LLVM makes of a scalar loop here."""
     depth, length, width = out.shape[0], out.shape[1], x.shape[2]
     source, target, step = flat(x), flat(out), lanes(out)
     base = b * x.shape[1] * width + first_column
@@ -160,7 +160,7 @@ def _four_masked_softmax_rows(block, m0, m1, m2, m3, scale, p0, p1, p2, p3):
     """p_r = softmax(block[r] * scale + m_r) for r = 0..3, where the mask rows m_r hold 0 (may
     attend) or -inf (masked); block is overwritten. The four rows go side by side: one row's
     max, exp and sum are a chain of dependent steps, and four independent chains overlap
-    (measured ~2x faster than row after row). The mask is added as a bias; that differs
+    (docs/kernels-rows.md). The mask is added as a bias; that differs
     from replacing the masked scores only where a masked score is NaN or +inf, and then the
     row comes out NaN: ``_exact_masked_softmax_row`` redoes such a row."""
     step, width, zero = lanes(block), block.shape[1], block.dtype.type(0)

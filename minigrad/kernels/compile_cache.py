@@ -14,6 +14,7 @@ calls compile for the new width (instead of silently running the old one).
 """
 import os
 
+import numba
 import numpy as np
 
 from . import adam_kernel, attention_kernels, layer_norm_kernels, relu_kernels, simd, softmax_kernels
@@ -52,6 +53,8 @@ def _has_code_for(dispatcher, dtype):
 def cache_is_cold(training=True, dtype=np.float32):
     """True when the next first call of a kernel the model uses will compile (seconds):
     ``training=False`` asks only for the forward kernels (translate, evaluate)."""
+    if numba.config.DISABLE_JIT:  # NUMBA_DISABLE_JIT=1: the kernels run as Python, nothing compiles
+        return False
     try:
         return not all(_has_code_for(d, dtype) for d in (TRAINING_KERNELS if training else FORWARD_KERNELS))
     except (AttributeError, KeyError, OSError, TypeError, ValueError):  # Numba's internals moved: can't tell
