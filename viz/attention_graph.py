@@ -15,6 +15,7 @@ the drawing holds only its tens of nodes, clustered by sub-module:
 intermediate retaining its gradient, and shows each gradient's shape and norm.
 """
 import argparse
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -28,9 +29,11 @@ from transformer.dates import DateError
 from transformer.decoding import inference
 
 from .graph import draw_graph, render
-from .inputs import add_model_arguments, decoder_input_from_reference, model_from_args, source_ids
+from .inputs import UNTRAINED, add_model_arguments, decoder_input_from_reference, model_from_args, source_ids
 
 KINDS = ("encoder-self", "decoder-self", "cross")
+# how the model builds each kind's mask (transformer/attention.py); True = may attend
+MASK_KINDS = {"encoder-self": "padding", "decoder-self": "causal + padding", "cross": "padding"}
 
 
 def attention_module_name(kind: str, layer: int) -> str:
@@ -90,8 +93,12 @@ def _as_leaves(call: AttentionCall) -> AttentionCall:
 
 
 def build_attention_graph(model, date="1845-01-05", kind="encoder-self", layer=0, backward=False,
-                          cluster_modules=True, rankdir="TB"):
-    """(graphviz.Digraph, output Tensor) for one attention step of ``model`` on ``date``."""
+                          cluster_modules=True, rankdir="TB", untrained=False):
+    """(graphviz.Digraph, output Tensor) for one attention step of ``model`` on ``date``.
+
+    The mask enters MaskedFill as a node labelled with its kind (padding, or
+    causal + padding for decoder self-attention) and its True/False pattern.
+    """
     name, module = find_attention_module(model, kind, layer)
     src = source_ids(date)
     tgt_in = decoder_input_from_reference(date)
@@ -109,11 +116,12 @@ def build_attention_graph(model, date="1845-01-05", kind="encoder-self", layer=0
     saved_grads = [(p, p.grad) for p in model.parameters()]
     if backward:
         root = _backward_through(output)
-    graph = draw_graph(root, params=model, show_grad=backward, cluster_modules=cluster_modules, rankdir=rankdir)
+    graph = draw_graph(root, params=model, show_grad=backward, cluster_modules=cluster_modules, rankdir=rankdir,
+                       mask_kind=MASK_KINDS[kind])
     for p, grad in saved_grads:     # leave the model's .grad as it was (it may be mid-training)
         p.grad = grad
-    graph.attr(label=f"one attention step: {name} on {date}" + (" (with gradients of sum(output))" if backward else ""),
-               labelloc="t", fontsize="14")
+    graph.attr(label=f"one attention step: {name} on {date}" + (" (with gradients of sum(output))" if backward else "")
+               + (f", {UNTRAINED}" if untrained else ""), labelloc="t", fontsize="14")
     return graph, root
 
 
@@ -138,17 +146,18 @@ def main(argv=None) -> int:
     parser.add_argument("--kind", choices=KINDS, default="encoder-self", help="which attention (default: %(default)s)")
     parser.add_argument("--layer", type=int, default=0, help="layer index, from 0 (default: %(default)s)")
     parser.add_argument("--backward", action="store_true", help="also show the gradients of sum(output)")
-    parser.add_argument("--out", default="attention_step", help="output path without extension (default: %(default)s)")
+    parser.add_argument("--out", default=os.path.join("runs", "viz", "attention_step"),
+                        help="output path without extension (default: %(default)s)")
     parser.add_argument("--format", action="append", choices=["svg", "png", "pdf"],
                         help="rendered format, repeatable (default: svg); the .dot is always written")
     parser.add_argument("--rankdir", choices=["TB", "LR"], default="TB")
     parser.add_argument("--no-clusters", action="store_true", help="do not box the ops of each sub-module")
     args = parser.parse_args(argv)
     try:
-        model = model_from_args(args)
+        chosen = model_from_args(args)
         start = time.perf_counter()
-        graph, _ = build_attention_graph(model, args.date, args.kind, args.layer, args.backward,
-                                         not args.no_clusters, args.rankdir)
+        graph, _ = build_attention_graph(chosen.model, args.date, args.kind, args.layer, args.backward,
+                                         not args.no_clusters, args.rankdir, untrained=not chosen.trained)
         built = time.perf_counter()
         paths = render(graph, args.out, formats=tuple(args.format or ["svg"]))
         done = time.perf_counter()
