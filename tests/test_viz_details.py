@@ -161,3 +161,14 @@ def test_a_bad_checkpoint_is_one_line_and_exit_2(tmp_path, capsys, tool):
         assert tool(args + (["--out-dir", str(tmp_path)] if tool is heatmaps_main else [])) == 2
         err = capsys.readouterr().err
         assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_max_depth_makes_a_small_graph_that_still_shows_the_mask(tiny_model, tmp_path, capsys):
+    full, _ = build_attention_graph(tiny_model, "1845-01-05", "decoder-self", 0, backward=True)
+    top, _ = build_attention_graph(tiny_model, "1845-01-05", "decoder-self", 0, backward=True, max_depth=7)
+    count = lambda g: len(re.findall(r"^\s*(?:n|op)\d+ \[", g.source, re.M))  # noqa: E731
+    assert count(top) < count(full) / 2
+    assert "mask: causal + padding" in top.source and "graph cut" in top.source
+    assert "Linear" in top.source and re.search(r"\[label=<Softmax>", top.source)
+    assert graph_main(["--max-depth", "0", "--out", str(tmp_path / "x")]) == 2
+    assert capsys.readouterr().err == "error: --max-depth must be at least 1, got 0\n"

@@ -93,11 +93,12 @@ def _as_leaves(call: AttentionCall) -> AttentionCall:
 
 
 def build_attention_graph(model, date="1845-01-05", kind="encoder-self", layer=0, backward=False,
-                          cluster_modules=True, rankdir="TB", untrained=False):
+                          cluster_modules=True, rankdir="TB", untrained=False, max_depth=None):
     """(graphviz.Digraph, output Tensor) for one attention step of ``model`` on ``date``.
 
     The mask enters MaskedFill as a node labelled with its kind (padding, or
     causal + padding for decoder self-attention) and its True/False pattern.
+    ``max_depth`` draws only that many ops back from the output (a readable thumbnail).
     """
     name, module = find_attention_module(model, kind, layer)
     src = source_ids(date)
@@ -117,7 +118,7 @@ def build_attention_graph(model, date="1845-01-05", kind="encoder-self", layer=0
     if backward:
         root = _backward_through(output)
     graph = draw_graph(root, params=model, show_grad=backward, cluster_modules=cluster_modules, rankdir=rankdir,
-                       mask_kind=MASK_KINDS[kind])
+                       mask_kind=MASK_KINDS[kind], max_depth=max_depth)
     for p, grad in saved_grads:     # leave the model's .grad as it was (it may be mid-training)
         p.grad = grad
     graph.attr(label=f"one attention step: {name} on {date}" + (" (with gradients of sum(output))" if backward else "")
@@ -152,12 +153,18 @@ def main(argv=None) -> int:
                         help="rendered format, repeatable (default: svg); the .dot is always written")
     parser.add_argument("--rankdir", choices=["TB", "LR"], default="TB")
     parser.add_argument("--no-clusters", action="store_true", help="do not box the ops of each sub-module")
+    parser.add_argument("--max-depth", type=int, default=None, metavar="N",
+                        help="draw only the last N ops before the output (e.g. 7: from the mask on)")
     args = parser.parse_args(argv)
+    if args.max_depth is not None and args.max_depth < 1:
+        print(f"error: --max-depth must be at least 1, got {args.max_depth}", file=sys.stderr)
+        return 2
     try:
         chosen = model_from_args(args)
         start = time.perf_counter()
         graph, _ = build_attention_graph(chosen.model, args.date, args.kind, args.layer, args.backward,
-                                         not args.no_clusters, args.rankdir, untrained=not chosen.trained)
+                                         not args.no_clusters, args.rankdir, untrained=not chosen.trained,
+                                         max_depth=args.max_depth)
         built = time.perf_counter()
         paths = render(graph, args.out, formats=tuple(args.format or ["svg"]))
         done = time.perf_counter()
