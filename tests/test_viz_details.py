@@ -172,3 +172,14 @@ def test_max_depth_makes_a_small_graph_that_still_shows_the_mask(tiny_model, tmp
     assert "Linear" in top.source and re.search(r"\[label=<Softmax>", top.source)
     assert graph_main(["--max-depth", "0", "--out", str(tmp_path / "x")]) == 2
     assert capsys.readouterr().err == "error: --max-depth must be at least 1, got 0\n"
+
+
+def test_output_of_draws_the_graph_up_to_a_named_tensor(tiny_model, capsys):
+    graph, _ = build_attention_graph(tiny_model, "1845-01-05", "decoder-self", 0, backward=True,
+                                     output_of="weights", max_depth=3)
+    source = graph.source
+    assert "mask: causal + padding" in source and "<B>weights</B>" in source and "<B>scores</B>" in source
+    assert "Linear" not in source and "legend" not in source
+    assert graph_main(["--output-of", "nothing", "--d-model", "8", "--heads", "2", "--layers", "1"]) == 2
+    note, error = capsys.readouterr().err.splitlines()           # the untrained-model note, then one error
+    assert "untrained model" in note and error.startswith("error: no tensor named 'nothing'") and "weights" in error

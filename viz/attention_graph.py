@@ -93,12 +93,14 @@ def _as_leaves(call: AttentionCall) -> AttentionCall:
 
 
 def build_attention_graph(model, date="1845-01-05", kind="encoder-self", layer=0, backward=False,
-                          cluster_modules=True, rankdir="TB", untrained=False, max_depth=None):
+                          cluster_modules=True, rankdir="TB", untrained=False, max_depth=None, output_of=None):
     """(graphviz.Digraph, output Tensor) for one attention step of ``model`` on ``date``.
 
     The mask enters MaskedFill as a node labelled with its kind (padding, or
     causal + padding for decoder self-attention) and its True/False pattern.
-    ``max_depth`` draws only that many ops back from the output (a readable thumbnail).
+    ``max_depth`` draws only that many ops back from the output, ``output_of`` (a
+    tensor's name, e.g. "weights") draws the graph up to that tensor instead: a
+    readable thumbnail.
     """
     name, module = find_attention_module(model, kind, layer)
     src = source_ids(date)
@@ -117,13 +119,31 @@ def build_attention_graph(model, date="1845-01-05", kind="encoder-self", layer=0
     saved_grads = [(p, p.grad) for p in model.parameters()]
     if backward:
         root = _backward_through(output)
+    if output_of is not None:
+        root = find_named_tensor(root, output_of)
     graph = draw_graph(root, params=model, show_grad=backward, cluster_modules=cluster_modules, rankdir=rankdir,
-                       mask_kind=MASK_KINDS[kind], max_depth=max_depth)
+                       mask_kind=MASK_KINDS[kind], max_depth=max_depth, legend=output_of is None)
     for p, grad in saved_grads:     # leave the model's .grad as it was (it may be mid-training)
         p.grad = grad
     graph.attr(label=f"one attention step: {name} on {date}" + (" (with gradients of sum(output))" if backward else "")
                + (f", {UNTRAINED}" if untrained else ""), labelloc="t", fontsize="14")
     return graph, root
+
+
+def find_named_tensor(output: Tensor, name: str) -> Tensor:
+    """The tensor called ``name`` in the graph that produced ``output`` (ValueError names the choices)."""
+    stack, seen, names = [output], set(), []
+    while stack:
+        tensor = stack.pop()
+        if id(tensor) in seen:
+            continue
+        seen.add(id(tensor))
+        if tensor.name == name:
+            return tensor
+        if tensor.name:
+            names.append(tensor.name)
+        stack.extend(tensor.grad_fn.inputs if tensor.grad_fn is not None else ())
+    raise ValueError(f"no tensor named {name!r} in this attention step; named tensors: {', '.join(sorted(names))}")
 
 
 def _backward_through(output: Tensor) -> Tensor:
@@ -155,6 +175,8 @@ def main(argv=None) -> int:
     parser.add_argument("--no-clusters", action="store_true", help="do not box the ops of each sub-module")
     parser.add_argument("--max-depth", type=int, default=None, metavar="N",
                         help="draw only the last N ops before the output (e.g. 7: from the mask on)")
+    parser.add_argument("--output-of", metavar="NAME",
+                        help="draw the graph only up to the tensor with this name (e.g. weights)")
     args = parser.parse_args(argv)
     if args.max_depth is not None and args.max_depth < 1:
         print(f"error: --max-depth must be at least 1, got {args.max_depth}", file=sys.stderr)
@@ -164,7 +186,7 @@ def main(argv=None) -> int:
         start = time.perf_counter()
         graph, _ = build_attention_graph(chosen.model, args.date, args.kind, args.layer, args.backward,
                                          not args.no_clusters, args.rankdir, untrained=not chosen.trained,
-                                         max_depth=args.max_depth)
+                                         max_depth=args.max_depth, output_of=args.output_of)
         built = time.perf_counter()
         paths = render(graph, args.out, formats=tuple(args.format or ["svg"]))
         done = time.perf_counter()

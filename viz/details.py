@@ -80,21 +80,22 @@ def mask_pattern(mask: np.ndarray) -> np.ndarray:
 def mask_kind(filled: np.ndarray) -> str:
     """'padding', 'causal', 'causal + padding' or 'custom' from MaskedFill's mask (True = filled).
 
-    causal: every key after the query is filled (the upper triangle); padding:
+    causal: every key after its query is filled (the upper triangle); padding:
     whole key columns are filled, the same for every query.
     """
     pattern = mask_pattern(filled)
     rows, columns = pattern.shape
-    same_rows = bool((pattern == pattern[:1]).all())
-    if rows == 1 or (same_rows and not pattern[:, :-1].any() if rows == columns else same_rows):
-        return "padding" if pattern.any() or rows == 1 else "no mask"
-    if rows == columns:
+    if rows == columns and rows > 1:
         future = np.triu(np.ones((rows, columns), dtype=bool), k=1)
-        if (pattern | future == pattern).all():
-            extra = pattern & ~future
-            if not extra.any():
+        if (pattern[future]).all():
+            rest = pattern & ~future
+            if not rest.any():
                 return "causal"
-            return "causal + padding"
+            # padding columns are filled from the first row on (the rest is in the future)
+            if (rest == (rest.any(axis=0) & ~future)).all():
+                return "causal + padding"
+    if (pattern == pattern[:1]).all():
+        return "padding"
     return "custom"
 
 
@@ -119,7 +120,9 @@ def mask_label(attribute: str, mask: np.ndarray, kind: str = None) -> str:
             escape(f"{shape_text(mask.shape)} bool"),
             escape(f"{where}dark = True = filled (masked out)", limit=80)]
     text = "".join(f"<TR><TD>{row}</TD></TR>" for row in rows)
-    return f'<<TABLE BORDER="0" CELLSPACING="0" CELLPADDING="1">{text}<TR><TD>{grid}</TD></TR></TABLE>>'
+    size = f'WIDTH="{7 * shown.shape[1] + 5}" HEIGHT="{7 * shown.shape[0] + 5}"'
+    grid_cell = f'<TD FIXEDSIZE="TRUE" {size}>{grid}</TD>'  # keeps the cells square
+    return f'<<TABLE BORDER="0" CELLSPACING="0" CELLPADDING="1">{text}<TR>{grid_cell}</TR></TABLE>>'
 
 
 def mask_tooltip(attribute: str, mask: np.ndarray, kind: str = None) -> str:
