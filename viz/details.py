@@ -43,6 +43,7 @@ def first_values(data: np.ndarray, count=TOOLTIP_VALUES) -> str:
 
 def tensor_tooltip(tensor, name) -> str:
     """Several lines: name, shape and dtype, the first values, ‖value‖, ‖grad‖ (when kept)."""
+    name = name if len(name or "") <= 120 else name[:119] + "…"     # dot breaks on very long strings
     lines = [name or "(unnamed tensor)", f"shape {shape_text(tensor.shape)}, dtype {tensor.dtype}"]
     data = tensor.data
     if data.dtype.kind in "fiub":

@@ -14,6 +14,10 @@ Legend (also drawn in the picture, in the "legend" box):
   box, green, bold    the tensor the graph was drawn from (the output)
   ellipse, orange     an op (its Function's name: MatMul, Softmax, ...)
   edge label 0, 1     which argument of the op the tensor is (so Sub and MatMul read right)
+  box, lilac, dashed  the boolean mask a MaskedFill (or Where) keeps, with its pattern (edge "mask")
+
+Hovering over a node of the rendered SVG shows its tooltip: shape, dtype, the
+first values and the norms of the value and the gradient (``details.py``).
 
 Data flows along the edges: inputs -> op -> output. Every tensor node shows
 ``name``, ``(shape) dtype``; ``show_grad`` adds the gradient's shape and norm
@@ -22,7 +26,7 @@ intermediates keep ``.grad`` only after ``.retain_grad()``); ``show_values`` add
 min/max/mean. Ops save numpy arrays, not tensors, so there are no
 saved-tensor nodes (torchviz's orange ones).
 
-All labels are HTML-like labels built from escaped text (``_escape``), and
+All labels are HTML-like labels built from escaped text (``graph_text.escape``), and
 node ids are synthetic (``n0``, ``n1``, ...), so names such as ``<pad>``,
 ``a::b``, ``x"y`` or ``</TD>`` cannot break the DOT.
 """
