@@ -125,8 +125,9 @@ def build_attention_graph(model, date="1845-01-05", kind="encoder-self", layer=0
                        mask_kind=MASK_KINDS[kind], max_depth=max_depth, legend=output_of is None)
     for p, grad in saved_grads:     # leave the model's .grad as it was (it may be mid-training)
         p.grad = grad
-    graph.attr(label=f"one attention step: {name} on {date}" + (" (with gradients of sum(output))" if backward else "")
-               + (f", {UNTRAINED}" if untrained else ""), labelloc="t", fontsize="14")
+    notes = ["with gradients of sum(output)"] * backward + [UNTRAINED] * untrained
+    title = f"one attention step: {name} on {date}" + ("\\n(" + ", ".join(notes) + ")" if notes else "")
+    graph.attr(label=title, labelloc="t", fontsize="14")        # two lines keep the title narrow
     return graph, root
 
 
