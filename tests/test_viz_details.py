@@ -183,3 +183,18 @@ def test_output_of_draws_the_graph_up_to_a_named_tensor(tiny_model, capsys):
     assert graph_main(["--output-of", "nothing", "--d-model", "8", "--heads", "2", "--layers", "1"]) == 2
     note, error = capsys.readouterr().err.splitlines()           # the untrained-model note, then one error
     assert "untrained model" in note and error.startswith("error: no tensor named 'nothing'") and "weights" in error
+
+
+@pytest.mark.parametrize("tool, args, message", [
+    (explain_main, ["--max-dims", "0"], "--max-dims must be at least 1, got 0"),
+    (explain_main, ["1676-13-30"], "not a valid date"),
+    (graph_main, ["--d-model", "0"], "--d-model must be at least 1, got 0"),
+    (heatmaps_main, ["--layers", "0"], "--layers must be at least 1, got 0"),
+    (heatmaps_main, ["--seed", "-1"], "--seed must be at least 0, got -1"),
+    (graph_main, ["--date", "2023-02-30"], "not a valid date"),
+])
+def test_bad_input_is_one_line_and_exit_2_before_any_model_note(tool, args, message, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert tool(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: ") and message in err

@@ -183,6 +183,7 @@ def main(argv=None) -> int:
         print(f"error: --max-depth must be at least 1, got {args.max_depth}", file=sys.stderr)
         return 2
     try:
+        source_ids(args.date)              # a bad date fails before a model is built or announced
         chosen = model_from_args(args)
         start = time.perf_counter()
         graph, _ = build_attention_graph(chosen.model, args.date, args.kind, args.layer, args.backward,

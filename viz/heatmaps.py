@@ -194,6 +194,7 @@ def main(argv=None) -> int:
     parser.add_argument("--prefix", default="attention", help="file name prefix (default: %(default)s)")
     args = parser.parse_args(argv)
     try:
+        source_ids(args.date)              # a bad date fails before a model is built or announced
         chosen = model_from_args(args)
         saved = save_attention_heatmaps(chosen.model, args.date, args.out_dir, args.prefix,
                                         untrained=not chosen.trained)

@@ -64,6 +64,10 @@ def choose_model(checkpoint=None, untrained=False, seed=None, d_model=None, head
     ValueError when a checkpoint and --untrained are both given.
     """
     say = say or (lambda line: print(line, file=sys.stderr))
+    for option, value, least in (("--seed", seed, 0), ("--d-model", d_model, 1), ("--heads", heads, 1),
+                                 ("--layers", layers, 1)):
+        if value is not None and value < least:
+            raise ValueError(f"{option} must be at least {least}, got {value}")
     fresh_options = [name for name, value in (("--seed", seed), ("--d-model", d_model), ("--heads", heads),
                                               ("--layers", layers)) if value is not None]
     if checkpoint:

@@ -177,7 +177,11 @@ def main(argv=None) -> int:
     parser.add_argument("--max-dims", type=int, default=16, help="columns shown of wide tables (default: %(default)s)")
     parser.add_argument("--markdown", action="store_true", help="print markdown tables and headings")
     args = parser.parse_args(argv)
+    if args.max_dims < 1:
+        print(f"error: --max-dims must be at least 1, got {args.max_dims}", file=sys.stderr)
+        return 2
     try:
+        source_ids(args.date)              # a bad date fails before a model is built or announced
         chosen = model_from_args(args)
         steps = compute_walkthrough(chosen.model, args.date, args.head)
         steps.model_note = chosen.title_note
