@@ -1,10 +1,13 @@
 """Pictures and tables of minigrad graphs and the date Transformer's attention.
 
     graph.py            draw_graph(tensor) -> graphviz.Digraph; render() writes .dot (+ .svg/.png)
+    graph_text.py       escaping and short summaries for graph labels
+    details.py          hover tooltips, and the mask nodes of masking ops (their True/False pattern)
     attention_graph.py  the graph of one attention step of the model (CLI: dates-attention-graph)
     heatmaps.py         attention-weight heatmaps per layer and head, training curves (matplotlib)
     walkthrough.py      the seed's step-by-step tables for one date (CLI: dates-explain)
-    inputs.py           loading a checkpoint or a fresh seeded model, and one date's token ids
+    inputs.py           which model to draw (runs/dates/model.npz, a checkpoint, or an untrained one)
+                        and one date's token ids
 """
 from .graph import draw_graph, dot_missing_message, render
 

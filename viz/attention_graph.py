@@ -15,6 +15,7 @@ the drawing holds only its tens of nodes, clustered by sub-module:
 intermediate retaining its gradient, and shows each gradient's shape and norm.
 """
 import argparse
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -28,9 +29,11 @@ from transformer.dates import DateError
 from transformer.decoding import inference
 
 from .graph import draw_graph, render
-from .inputs import add_model_arguments, decoder_input_from_reference, model_from_args, source_ids
+from .inputs import UNTRAINED, add_model_arguments, decoder_input_from_reference, model_from_args, source_ids
 
 KINDS = ("encoder-self", "decoder-self", "cross")
+# how the model builds each kind's mask (transformer/attention.py); True = may attend
+MASK_KINDS = {"encoder-self": "padding", "decoder-self": "causal + padding", "cross": "padding"}
 
 
 def attention_module_name(kind: str, layer: int) -> str:
@@ -90,8 +93,15 @@ def _as_leaves(call: AttentionCall) -> AttentionCall:
 
 
 def build_attention_graph(model, date="1845-01-05", kind="encoder-self", layer=0, backward=False,
-                          cluster_modules=True, rankdir="TB"):
-    """(graphviz.Digraph, output Tensor) for one attention step of ``model`` on ``date``."""
+                          cluster_modules=True, rankdir="TB", untrained=False, max_depth=None, output_of=None):
+    """(graphviz.Digraph, output Tensor) for one attention step of ``model`` on ``date``.
+
+    The mask enters MaskedFill as a node labelled with its kind (padding, or
+    causal + padding for decoder self-attention) and its True/False pattern.
+    ``max_depth`` draws only that many ops back from the output, ``output_of`` (a
+    tensor's name, e.g. "weights") draws the graph up to that tensor instead: a
+    readable thumbnail.
+    """
     name, module = find_attention_module(model, kind, layer)
     src = source_ids(date)
     tgt_in = decoder_input_from_reference(date)
@@ -109,12 +119,32 @@ def build_attention_graph(model, date="1845-01-05", kind="encoder-self", layer=0
     saved_grads = [(p, p.grad) for p in model.parameters()]
     if backward:
         root = _backward_through(output)
-    graph = draw_graph(root, params=model, show_grad=backward, cluster_modules=cluster_modules, rankdir=rankdir)
+    if output_of is not None:
+        root = find_named_tensor(root, output_of)
+    graph = draw_graph(root, params=model, show_grad=backward, cluster_modules=cluster_modules, rankdir=rankdir,
+                       mask_kind=MASK_KINDS[kind], max_depth=max_depth, legend=output_of is None)
     for p, grad in saved_grads:     # leave the model's .grad as it was (it may be mid-training)
         p.grad = grad
-    graph.attr(label=f"one attention step: {name} on {date}" + (" (with gradients of sum(output))" if backward else ""),
-               labelloc="t", fontsize="14")
+    notes = ["with gradients of sum(output)"] * backward + [UNTRAINED] * untrained
+    title = f"one attention step: {name} on {date}" + ("\\n(" + ", ".join(notes) + ")" if notes else "")
+    graph.attr(label=title, labelloc="t", fontsize="14")        # two lines keep the title narrow
     return graph, root
+
+
+def find_named_tensor(output: Tensor, name: str) -> Tensor:
+    """The tensor called ``name`` in the graph that produced ``output`` (ValueError names the choices)."""
+    stack, seen, names = [output], set(), []
+    while stack:
+        tensor = stack.pop()
+        if id(tensor) in seen:
+            continue
+        seen.add(id(tensor))
+        if tensor.name == name:
+            return tensor
+        if tensor.name:
+            names.append(tensor.name)
+        stack.extend(tensor.grad_fn.inputs if tensor.grad_fn is not None else ())
+    raise ValueError(f"no tensor named {name!r} in this attention step; named tensors: {', '.join(sorted(names))}")
 
 
 def _backward_through(output: Tensor) -> Tensor:
@@ -138,17 +168,27 @@ def main(argv=None) -> int:
     parser.add_argument("--kind", choices=KINDS, default="encoder-self", help="which attention (default: %(default)s)")
     parser.add_argument("--layer", type=int, default=0, help="layer index, from 0 (default: %(default)s)")
     parser.add_argument("--backward", action="store_true", help="also show the gradients of sum(output)")
-    parser.add_argument("--out", default="attention_step", help="output path without extension (default: %(default)s)")
+    parser.add_argument("--out", default=os.path.join("runs", "viz", "attention_step"),
+                        help="output path without extension (default: %(default)s)")
     parser.add_argument("--format", action="append", choices=["svg", "png", "pdf"],
                         help="rendered format, repeatable (default: svg); the .dot is always written")
     parser.add_argument("--rankdir", choices=["TB", "LR"], default="TB")
     parser.add_argument("--no-clusters", action="store_true", help="do not box the ops of each sub-module")
+    parser.add_argument("--max-depth", type=int, default=None, metavar="N",
+                        help="draw only the last N ops before the output (e.g. 7: from the mask on)")
+    parser.add_argument("--output-of", metavar="NAME",
+                        help="draw the graph only up to the tensor with this name (e.g. weights)")
     args = parser.parse_args(argv)
+    if args.max_depth is not None and args.max_depth < 1:
+        print(f"error: --max-depth must be at least 1, got {args.max_depth}", file=sys.stderr)
+        return 2
     try:
-        model = model_from_args(args)
+        source_ids(args.date)              # a bad date fails before a model is built or announced
+        chosen = model_from_args(args)
         start = time.perf_counter()
-        graph, _ = build_attention_graph(model, args.date, args.kind, args.layer, args.backward,
-                                         not args.no_clusters, args.rankdir)
+        graph, _ = build_attention_graph(chosen.model, args.date, args.kind, args.layer, args.backward,
+                                         not args.no_clusters, args.rankdir, untrained=not chosen.trained,
+                                         max_depth=args.max_depth, output_of=args.output_of)
         built = time.perf_counter()
         paths = render(graph, args.out, formats=tuple(args.format or ["svg"]))
         done = time.perf_counter()

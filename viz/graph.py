@@ -14,6 +14,10 @@ Legend (also drawn in the picture, in the "legend" box):
   box, green, bold    the tensor the graph was drawn from (the output)
   ellipse, orange     an op (its Function's name: MatMul, Softmax, ...)
   edge label 0, 1     which argument of the op the tensor is (so Sub and MatMul read right)
+  box, lilac, dashed  the boolean mask a MaskedFill (or Where) keeps, with its pattern (edge "mask")
+
+Hovering over a node of the rendered SVG shows its tooltip: shape, dtype, the
+first values and the norms of the value and the gradient (``details.py``).
 
 Data flows along the edges: inputs -> op -> output. Every tensor node shows
 ``name``, ``(shape) dtype``; ``show_grad`` adds the gradient's shape and norm
@@ -22,15 +26,13 @@ intermediates keep ``.grad`` only after ``.retain_grad()``); ``show_values`` add
 min/max/mean. Ops save numpy arrays, not tensors, so there are no
 saved-tensor nodes (torchviz's orange ones).
 
-All labels are HTML-like labels built from escaped text (``_escape``), and
+All labels are HTML-like labels built from escaped text (``graph_text.escape``), and
 node ids are synthetic (``n0``, ``n1``, ...), so names such as ``<pad>``,
 ``a::b``, ``x"y`` or ``</TD>`` cannot break the DOT.
 """
-import html
 import os
 import shutil
 import sys
-import unicodedata
 from collections import deque
 
 import graphviz
@@ -38,7 +40,9 @@ import numpy as np
 
 from minigrad.nn import Parameter
 
-MAX_LABEL_CHARS = 48
+from .details import mask_label, mask_of, mask_tooltip, tensor_tooltip
+from .graph_text import escape, grad_summary, html_label, shape_text, value_summary
+
 DEFAULT_MAX_NODES = 400
 
 STYLES = {
@@ -49,6 +53,7 @@ STYLES = {
     "output": dict(shape="box", style="filled,bold", fillcolor="#c3f0c8", penwidth="2"),
     "op": dict(shape="ellipse", style="filled", fillcolor="#ffd8a8"),
     "cut": dict(shape="note", style="filled", fillcolor="#ffc9c9"),
+    "mask": dict(shape="box", style="filled,dashed", fillcolor="#e5dbff", margin="0.05"),
 }
 LEGEND_ROWS = [
     ("parameter", "parameter (named by module)"),
@@ -57,65 +62,8 @@ LEGEND_ROWS = [
     ("intermediate", "intermediate tensor"),
     ("output", "output"),
     ("op", "op (edge label = argument index)"),
+    ("mask", "boolean mask an op keeps (dark = True)"),
 ]
-
-
-# --------------------------------------------------------------------- escaping
-def _escape(text, limit=MAX_LABEL_CHARS) -> str:
-    """Any string -> safe text for an HTML-like label (one line per input line).
-
-    Long strings are cut with an ellipsis (DOT strings over 16 KB break dot);
-    control characters are shown as \\xNN; ``& < > "`` become entities, and
-    backslashes are doubled because dot reads ``\\\\`` as one backslash even
-    inside HTML labels.
-    """
-    text = str(text)
-    if len(text) > limit:
-        text = text[: limit - 1] + "…"
-    lines = text.split("\n")
-    return "<BR/>".join(_escape_line(line) for line in lines)
-
-
-def _escape_line(line: str) -> str:
-    visible = "".join(f"\\x{ord(ch):02x}" if unicodedata.category(ch) in ("Cc", "Cs") else ch
-                      for ch in line)
-    return html.escape(visible, quote=True).replace("\\", "\\\\")
-
-
-def _html(*rows) -> str:
-    """An HTML-like label from already-escaped rows (the <...> tells graphviz it is HTML)."""
-    return "<" + "<BR/>".join(row for row in rows if row) + ">"
-
-
-# ------------------------------------------------------------------- summaries
-def _shape_text(shape) -> str:
-    return "(" + ", ".join(str(n) for n in shape) + ("," if len(shape) == 1 else "") + ")"
-
-
-def _number(x) -> str:
-    return f"{x:.4g}"
-
-
-def _value_summary(data: np.ndarray) -> str:
-    if data.size == 0:
-        return "empty"
-    if data.size == 1:
-        return "= " + _number(data.reshape(-1)[0].item())
-    if data.dtype.kind not in "fiub":
-        return ""
-    finite = data[np.isfinite(data)] if data.dtype.kind == "f" else data
-    if finite.size == 0:
-        return "all non-finite"
-    return (f"min {_number(finite.min())} max {_number(finite.max())} "
-            f"mean {_number(finite.astype(np.float64).mean())}")
-
-
-def _grad_summary(tensor) -> str:
-    grad = tensor.grad
-    if grad is None:
-        return "grad: not kept" if tensor.requires_grad else ""
-    norm = float(np.sqrt(np.sum(np.square(grad, dtype=np.float64))))
-    return f"∇ {_shape_text(grad.shape)} ‖∇‖ {_number(norm)}"
 
 
 # ------------------------------------------------------------------ traversal
@@ -192,16 +140,16 @@ def _kind(tensor, output) -> str:
 
 
 def _tensor_label(tensor, kind, name, show_grad, show_values) -> str:
-    title = f"<B>{_escape(name)}</B>" if name else ""
-    detail = _escape(f"{_shape_text(tensor.shape)} {tensor.dtype}")
+    title = f"<B>{escape(name)}</B>" if name else ""
+    detail = escape(f"{shape_text(tensor.shape)} {tensor.dtype}")
     value = ""
     if show_values or (kind == "constant" and tensor.size == 1):
-        value = _escape(_value_summary(tensor.data), limit=80)
+        value = escape(value_summary(tensor.data), limit=80)
     grad = ""
     if show_grad:
-        text = _grad_summary(tensor)
-        grad = f'<FONT COLOR="#c92a2a">{_escape(text, limit=80)}</FONT>' if text else ""
-    return _html(title, detail, value, grad)
+        text = grad_summary(tensor)
+        grad = f'<FONT COLOR="#c92a2a">{escape(text, limit=80)}</FONT>' if text else ""
+    return html_label(title, detail, value, grad)
 
 
 def _default_name(tensor, kind) -> str:
@@ -212,7 +160,8 @@ def _default_name(tensor, kind) -> str:
 
 # ------------------------------------------------------------------- drawing
 def draw_graph(output, params=None, show_grad=False, show_values=False, cluster_modules=False,
-               max_nodes=DEFAULT_MAX_NODES, max_depth=None, rankdir="TB", legend=True) -> graphviz.Digraph:
+               max_nodes=DEFAULT_MAX_NODES, max_depth=None, rankdir="TB", legend=True,
+               mask_kind=None) -> graphviz.Digraph:
     """The graph that produced ``output`` as a ``graphviz.Digraph`` (see the module docstring).
 
     params           a Module or ``dict(model.named_parameters())``: names parameter nodes
@@ -223,6 +172,11 @@ def draw_graph(output, params=None, show_grad=False, show_values=False, cluster_
     max_nodes        stop adding tensor and op nodes at this many; a red note says what was cut
     max_depth        draw at most this many ops from the output towards the inputs
     rankdir          "TB" (inputs at the top) or "LR"
+    mask_kind        what the masks drawn are, e.g. "causal + padding"; default: read from each pattern
+
+    Every tensor node has a tooltip (hover in the SVG): shape, dtype, first values,
+    value and gradient norms. An op that keeps a boolean mask (MaskedFill's
+    ``fn.mask``, Where's ``fn.condition``) gets a mask node showing its pattern.
     """
     names = _parameter_names(params)
     tensors, ops, cut = _collect(output, max_nodes, max_depth)
@@ -238,18 +192,20 @@ def draw_graph(output, params=None, show_grad=False, show_values=False, cluster_
         name = names.get(id(tensor)) or _default_name(tensor, kind)
         label = _tensor_label(tensor, kind, name, show_grad, show_values)
         scope = _node_scope(tensor, kind, names, consumer_scope)
-        placement.add_node(scope, ids[id(tensor)], label, STYLES[kind])
+        placement.add_node(scope, ids[id(tensor)], label,
+                           dict(STYLES[kind], tooltip=tensor_tooltip(tensor, name)))
 
     for number, (tensor, fn) in enumerate(ops):
         op_id = f"op{number}"
-        placement.add_node(_op_scope(fn), op_id, _html(_escape(fn.name)), STYLES["op"])
+        placement.add_node(_op_scope(fn), op_id, html_label(escape(fn.name)), STYLES["op"])
         inputs = getattr(fn, "inputs", ())
         for index, inp in enumerate(inputs):
             dot.edge(ids[id(inp)], op_id, label=str(index) if len(inputs) > 1 else None)
         dot.edge(op_id, ids[id(tensor)])
+        _draw_mask(dot, placement, fn, op_id, mask_kind)
         if fn.released:
-            dot.node(f"{op_id}_freed", _html(_escape("inputs freed by backward();"),
-                                             _escape("use backward(retain_graph=True)")), **STYLES["cut"])
+            dot.node(f"{op_id}_freed", html_label(escape("inputs freed by backward();"),
+                                             escape("use backward(retain_graph=True)")), **STYLES["cut"])
             dot.edge(f"{op_id}_freed", op_id, style="dashed")
 
     _draw_cut_note(dot, cut, ids)
@@ -257,6 +213,17 @@ def draw_graph(output, params=None, show_grad=False, show_values=False, cluster_
     if legend:
         _draw_legend(dot)
     return dot
+
+
+def _draw_mask(dot, placement, fn, op_id, kind):
+    """A node for the boolean mask ``fn`` keeps (not a Tensor input, so not in ``fn.inputs``)."""
+    found = mask_of(fn)
+    if found is None:
+        return
+    attribute, mask = found
+    placement.add_node(_op_scope(fn), f"{op_id}_mask", mask_label(attribute, mask, kind),
+                       dict(STYLES["mask"], tooltip=mask_tooltip(attribute, mask, kind)))
+    dot.edge(f"{op_id}_mask", op_id, label=attribute, style="dashed")
 
 
 def _first_consumer_scopes(ops) -> dict:
@@ -291,8 +258,8 @@ def _draw_cut_note(dot, cut, ids):
         return
     reasons = sorted({reason for _, reason in cut})
     hidden = _count_ops_below([t for t, _ in cut])
-    label = _html(f"<B>{_escape('… graph cut')}</B>",
-                  _escape(f"{hidden} more ops not drawn ({', '.join(reasons)})"))
+    label = html_label(f"<B>{escape('… graph cut')}</B>",
+                  escape(f"{hidden} more ops not drawn ({', '.join(reasons)})"))
     dot.node("cut", label, **STYLES["cut"])
     for tensor, _ in cut:
         dot.edge("cut", ids[id(tensor)], style="dashed", arrowhead="none")
@@ -300,7 +267,7 @@ def _draw_cut_note(dot, cut, ids):
 
 def _draw_legend(dot):
     rows = "".join(
-        f'<TR><TD BGCOLOR="{STYLES[kind]["fillcolor"]}">{_escape(text)}</TD></TR>'
+        f'<TR><TD BGCOLOR="{STYLES[kind]["fillcolor"]}">{escape(text)}</TD></TR>'
         for kind, text in LEGEND_ROWS)
     label = f'<<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="2"><TR><TD><B>legend</B></TD></TR>{rows}</TABLE>>'
     dot.node("legend", label, shape="plaintext", fontsize="9")
@@ -334,7 +301,7 @@ class _Placement:
         while pending:
             parent, scope = pending.pop()
             sub = graphviz.Digraph(name=cluster_names[scope], graph_attr=dict(
-                label=_html(_escape(scope, limit=80)), style="rounded,dashed", color="#868e96",
+                label=html_label(escape(scope, limit=80)), style="rounded,dashed", color="#868e96",
                 fontname="Helvetica", fontsize="10", labeljust="l"))
             for node_id, label, style in self.nodes[scope]:
                 sub.node(node_id, label, **style)

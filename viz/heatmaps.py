@@ -27,13 +27,23 @@ from transformer.checkpoint import CheckpointError
 from transformer.dates import DateError, decode
 from transformer.decoding import inference
 
-from .inputs import add_model_arguments, decoder_input_from_greedy, model_from_args, source_ids, token_labels
+from .inputs import UNTRAINED, add_model_arguments, decoder_input_from_greedy, model_from_args, source_ids, token_labels
 
 KINDS = ("encoder-self", "decoder-self", "cross")
 TITLES = {"encoder-self": "encoder self-attention",
           "decoder-self": "decoder masked self-attention",
           "cross": "cross-attention (decoder queries, encoder keys)"}
+CAPTIONS = {
+    "encoder-self": "rows (queries) and columns (keys): the encoder's input, the ISO date",
+    "decoder-self": ("rows and columns: the decoder's input, <sos> + the model's output shifted one place right "
+                     "(row t predicts output character t); the causal mask hides keys after the query"),
+    "cross": ("rows: the decoder's input, <sos> + the model's output shifted one place right "
+              "(row t predicts output character t); columns: the encoder's input, the ISO date"),
+}
 PANEL_INCHES = 2.7
+DPI = 100                   # with the font sizes below every text is at least 10 px tall
+TICK_POINTS = 8             # 8 pt at 100 dpi = 11 px
+SPECIAL_TOKENS = ("<sos>", "<eos>", "<pad>")   # written vertically; single characters stay upright
 
 
 class SavedFigure(NamedTuple):
@@ -49,6 +59,7 @@ class AttentionMaps:
     source_tokens: list          # encoder positions: <sos> 1 8 4 5 - 0 1 - 0 5 <eos>
     target_tokens: list          # decoder positions: <sos> + greedy output (without <eos>)
     weights: dict = field(default_factory=dict)   # kind -> (layers, heads, Tq, Tk)
+    untrained: bool = False      # said in every title
 
     def axis_tokens(self, kind):
         """(query tokens, key tokens) of an attention kind."""
@@ -57,7 +68,7 @@ class AttentionMaps:
         return queries, keys
 
 
-def attention_maps(model, date: str) -> AttentionMaps:
+def attention_maps(model, date: str, untrained: bool = False) -> AttentionMaps:
     src = source_ids(date)
     tgt_in = decoder_input_from_greedy(model, src)
     with inference(model):
@@ -69,7 +80,7 @@ def attention_maps(model, date: str) -> AttentionMaps:
     }
     return AttentionMaps(date=date, output_text=decode(tgt_in[0]),
                          source_tokens=token_labels(src[0]), target_tokens=token_labels(tgt_in[0]),
-                         weights={kind: np.stack(w) for kind, w in weights.items()})
+                         weights={kind: np.stack(w) for kind, w in weights.items()}, untrained=untrained)
 
 
 def plot_attention(maps: AttentionMaps, kind: str) -> Figure:
@@ -81,34 +92,43 @@ def plot_attention(maps: AttentionMaps, kind: str) -> Figure:
     weights = maps.weights[kind]
     layers, heads = weights.shape[:2]
     queries, keys = maps.axis_tokens(kind)
-    fig = Figure(figsize=(PANEL_INCHES * heads + 1.2, PANEL_INCHES * layers + 0.9), layout="constrained")
+    fig = Figure(figsize=(PANEL_INCHES * heads + 1.2, PANEL_INCHES * layers + 1.3), layout="constrained")
     axes = fig.subplots(layers, heads, squeeze=False)
     for layer in range(layers):
         for head in range(heads):
             ax = axes[layer, head]
             image = ax.imshow(weights[layer, head], vmin=0.0, vmax=1.0, cmap="viridis", aspect="auto")
             _label_panel(ax, layer, head, queries, keys, first_column=head == 0, last_row=layer == layers - 1)
-    fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.8, label="attention weight")
-    fig.suptitle(f"{TITLES[kind]}: {maps.date} → {maps.output_text!r}", fontsize=11)
+    bar = fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.8)
+    bar.set_label("attention weight", fontsize=9)
+    bar.ax.tick_params(labelsize=TICK_POINTS)
+    note = f" ({UNTRAINED}: its output is noise)" if maps.untrained else ""
+    fig.suptitle(f"{TITLES[kind]}: {maps.date} → {maps.output_text!r}{note}", fontsize=12)
+    fig.supxlabel(CAPTIONS[kind], fontsize=TICK_POINTS, wrap=True)
     return fig
 
 
 def _label_panel(ax, layer, head, queries, keys, first_column, last_row):
     ax.set_label(f"layer {layer} head {head}")
-    ax.set_title(f"layer {layer} · head {head}", fontsize=9)
+    ax.set_title(f"layer {layer} · head {head}", fontsize=10)
     # every panel has the same axes: write the tokens only on the outer panels
     # (hundreds of tick labels would make saving take seconds)
-    ax.set_xticks(range(len(keys)) if last_row else [], keys if last_row else [], fontsize=7, rotation=90)
-    ax.set_yticks(range(len(queries)) if first_column else [], queries if first_column else [], fontsize=7)
+    ax.set_xticks(range(len(keys)) if last_row else [], keys if last_row else [], fontsize=TICK_POINTS)
+    ax.set_yticks(range(len(queries)) if first_column else [], queries if first_column else [],
+                  fontsize=TICK_POINTS)
+    # '-' turned on its side looks like an apostrophe: only the long special tokens are vertical
+    for tick in ax.get_xticklabels():
+        tick.set_rotation(90 if tick.get_text() in SPECIAL_TOKENS else 0)
     if last_row:
-        ax.set_xlabel("key", fontsize=8)
+        ax.set_xlabel("key", fontsize=9)
     if first_column:
-        ax.set_ylabel("query", fontsize=8)
+        ax.set_ylabel("query", fontsize=9)
 
 
-def save_attention_heatmaps(model, date: str, out_dir=".", prefix="attention", dpi=80) -> dict:
+def save_attention_heatmaps(model, date: str, out_dir=".", prefix="attention", dpi=DPI,
+                            untrained: bool = False) -> dict:
     """Write ``<prefix>_<kind>.png`` for the three kinds; returns kind -> SavedFigure."""
-    maps = attention_maps(model, date)
+    maps = attention_maps(model, date, untrained)
     os.makedirs(out_dir or ".", exist_ok=True)
     saved = {}
     for kind in KINDS:
@@ -144,7 +164,7 @@ def read_training_log(log_jsonl) -> dict:
     return {"steps": steps, "loss": losses, "eval_steps": eval_steps, "exact_match": exact}
 
 
-def plot_training_curves(log_jsonl, out_png, dpi=80) -> SavedFigure:
+def plot_training_curves(log_jsonl, out_png, dpi=DPI) -> SavedFigure:
     """Two panels: training loss per step (log scale) and held-out exact match per eval."""
     log = read_training_log(log_jsonl)
     fig = Figure(figsize=(10, 3.8), layout="constrained")
@@ -169,11 +189,15 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="dates-heatmaps",
                                      description="Attention heatmaps (every layer and head) for one date.")
     add_model_arguments(parser)
-    parser.add_argument("--out-dir", default=".", help="folder for the PNGs (default: %(default)s)")
+    parser.add_argument("--out-dir", default=os.path.join("runs", "viz", "heatmaps"),
+                        help="folder for the PNGs (default: %(default)s)")
     parser.add_argument("--prefix", default="attention", help="file name prefix (default: %(default)s)")
     args = parser.parse_args(argv)
     try:
-        saved = save_attention_heatmaps(model_from_args(args), args.date, args.out_dir, args.prefix)
+        source_ids(args.date)              # a bad date fails before a model is built or announced
+        chosen = model_from_args(args)
+        saved = save_attention_heatmaps(chosen.model, args.date, args.out_dir, args.prefix,
+                                        untrained=not chosen.trained)
     except (DateError, ValueError, OSError, CheckpointError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -186,7 +210,8 @@ def curves_main(argv=None) -> int:
                                      description="Loss and held-out exact-match curves from a training log.")
     parser.add_argument("log", nargs="?", default="runs/dates/train_log.jsonl",
                         help="the JSON-lines log written by dates-train (default: %(default)s)")
-    parser.add_argument("--out", default="training_curves.png", help="output PNG (default: %(default)s)")
+    parser.add_argument("--out", default=os.path.join("runs", "viz", "training_curves.png"),
+                        help="output PNG (default: %(default)s)")
     args = parser.parse_args(argv)
     try:
         saved = plot_training_curves(args.log, args.out)

@@ -1,9 +1,15 @@
 """What every viz command starts from: a model (checkpoint or fresh and seeded) and one date.
 
-A fresh model is what you get before training: ``minigrad.manual_seed(seed)``
-then ``Transformer(config)``, so the same seed always draws the same weights.
+The commands draw the trained model in ``runs/dates/model.npz`` (where
+``dates-train`` writes it) unless told otherwise; without one, or with
+``--untrained`` or a fresh model's shape (``--d-model`` ...), they draw a fresh
+model and say so in one line and in every title. A fresh model is what you get
+before training: ``minigrad.manual_seed(seed)`` then ``Transformer(config)``,
+so the same seed always draws the same weights.
 """
+import os
 import sys
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -14,19 +20,71 @@ from transformer.decoding import greedy_decode
 from transformer.model import Transformer
 
 
-def add_model_arguments(parser, default_date="1845-01-05"):
+DEFAULT_CHECKPOINT = os.path.join("runs", "dates", "model.npz")
+UNTRAINED = "untrained model"
+
+
+@dataclass
+class ChosenModel:
+    """The model a command draws, and how to say which one it is in titles."""
+    model: Transformer
+    trained: bool
+    source: str             # the checkpoint's path, or 'fresh, seed 0'
+
+    @property
+    def title_note(self) -> str:
+        """'' for a trained model, ' (untrained model)' for a fresh one: appended to figure titles."""
+        return "" if self.trained else f" ({UNTRAINED})"
+
+
+def add_model_arguments(parser, default_date="1845-01-05", date_option=True):
     """The options every viz CLI shares: the date, a checkpoint or a fresh model's shape."""
-    parser.add_argument("--date", default=default_date, help="an ISO date YYYY-MM-DD (default: %(default)s)")
+    if date_option:
+        parser.add_argument("--date", default=default_date, help="an ISO date YYYY-MM-DD (default: %(default)s)")
     parser.add_argument("--checkpoint", metavar="PATH",
-                        help="a trained checkpoint (runs/dates/model.npz); default: a fresh seeded model")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the fresh model (default: %(default)s)")
+                        help=f"a trained checkpoint (default: {DEFAULT_CHECKPOINT} when it exists)")
+    parser.add_argument("--untrained", action="store_true",
+                        help="draw a fresh, untrained model even when a checkpoint exists")
+    parser.add_argument("--seed", type=int, default=None, help="seed of the fresh model (default: 0)")
     parser.add_argument("--d-model", type=int, default=None, help="width of the fresh model (default: 64)")
     parser.add_argument("--heads", type=int, default=None, help="heads of the fresh model (default: 4)")
     parser.add_argument("--layers", type=int, default=None, help="encoder and decoder layers of the fresh model")
 
 
-def model_from_args(args) -> Transformer:
-    return load_or_create_model(args.checkpoint, args.seed, args.d_model, args.heads, args.layers)
+def model_from_args(args) -> ChosenModel:
+    return choose_model(args.checkpoint, args.untrained, args.seed, args.d_model, args.heads, args.layers)
+
+
+def choose_model(checkpoint=None, untrained=False, seed=None, d_model=None, heads=None, layers=None,
+                 default_checkpoint=DEFAULT_CHECKPOINT, say=None) -> ChosenModel:
+    """The checkpoint given; else ``default_checkpoint`` if it exists and no fresh model was asked
+    for; else a fresh seeded model, announced in one line (``say``, default: print to stderr).
+
+    Raises transformer.checkpoint.CheckpointError for a bad checkpoint, and
+    ValueError when a checkpoint and --untrained are both given.
+    """
+    say = say or (lambda line: print(line, file=sys.stderr))
+    for option, value, least in (("--seed", seed, 0), ("--d-model", d_model, 1), ("--heads", heads, 1),
+                                 ("--layers", layers, 1)):
+        if value is not None and value < least:
+            raise ValueError(f"{option} must be at least {least}, got {value}")
+    fresh_options = [name for name, value in (("--seed", seed), ("--d-model", d_model), ("--heads", heads),
+                                              ("--layers", layers)) if value is not None]
+    if checkpoint:
+        if untrained:
+            raise ValueError("--checkpoint and --untrained contradict each other: give one of them")
+        return ChosenModel(load_or_create_model(checkpoint, 0, d_model, heads, layers), True, checkpoint)
+    if not untrained and not fresh_options and default_checkpoint and os.path.exists(default_checkpoint):
+        return ChosenModel(load_or_create_model(default_checkpoint), True, default_checkpoint)
+    seed = 0 if seed is None else seed
+    model = load_or_create_model(None, seed, d_model, heads, layers)
+    if untrained or fresh_options:
+        why = "--untrained" if untrained else " / ".join(fresh_options)
+        say(f"note: drawing an {UNTRAINED} (fresh, seed {seed}, d_model {model.config.d_model}), as {why} asks")
+    else:
+        say(f"note: no checkpoint at {default_checkpoint}: drawing an {UNTRAINED} (fresh, seed {seed}); "
+            "train one with dates-train, or pass --checkpoint PATH")
+    return ChosenModel(model, False, f"fresh, seed {seed}")
 
 
 def load_or_create_model(checkpoint=None, seed=0, d_model=None, heads=None, layers=None) -> Transformer:

@@ -28,9 +28,10 @@ from transformer.dates import PAD, DateError
 from transformer.decoding import inference
 from transformer.positional import sinusoidal_encoding
 
-from .inputs import load_or_create_model, source_ids, token_labels
+from .inputs import add_model_arguments, model_from_args, source_ids, token_labels
 
 DEFAULT_DATE = "1676-11-30"
+SPECIAL_TOKENS = ("<sos>", "<eos>", "<pad>")
 
 
 @dataclass
@@ -54,6 +55,7 @@ class Walkthrough:
     weights: np.ndarray     # (T, T) softmax over keys (padding keys masked)
     output: np.ndarray      # (T, d_k) weights @ V
     model_weights_diff: float   # max |weights - the model's own last_weights|
+    model_note: str = ""        # ' (untrained model)' in the heading when it is
 
 
 def compute_walkthrough(model, date: str = DEFAULT_DATE, head: int = 0) -> Walkthrough:
@@ -91,7 +93,17 @@ def format_table(matrix, row_labels, col_labels, markdown=False) -> str:
     return _format_cells(["pos", "token"] + list(col_labels), rows, markdown)
 
 
+def markdown_safe(text: str) -> str:
+    """'<sos>' -> '`<sos>`' (and <eos>, <pad>): a markdown renderer would take them for HTML tags."""
+    for token in SPECIAL_TOKENS:
+        text = text.replace(token, f"`{token}`")
+    return text
+
+
 def _format_cells(header, rows, markdown) -> str:
+    if markdown:
+        header = [markdown_safe(c) for c in header]
+        rows = [[markdown_safe(c) for c in row] for row in rows]
     widths = [max(len(r[c]) for r in [header] + rows) for c in range(len(header))]
     if markdown:
         line = lambda cells: "| " + " | ".join(c.rjust(w) for c, w in zip(cells, widths)) + " |"  # noqa: E731
@@ -106,14 +118,14 @@ def format_walkthrough(w: Walkthrough, markdown=False, max_dims=16) -> str:
     keys = [f"{i}:{t}" for i, t in enumerate(w.tokens)]
     lo, hi = w.head * w.d_k, (w.head + 1) * w.d_k
     parts = [_heading(f"Walkthrough of {w.date}: encoder layer 0, head {w.head} "
-                      f"(d_model {w.d_model}, d_k {w.d_k})", markdown, level=2),
+                      f"(d_model {w.d_model}, d_k {w.d_k}){w.model_note}", markdown, level=2),
              _tokens_section(w, markdown)]
 
     def section(title, note, matrix, columns=None):
         """``columns=None``: the columns are dims, of which the first ``max_dims`` are shown."""
         parts.append(_heading(title, markdown))
         if note:
-            parts.append(note)
+            parts.append(markdown_safe(note) if markdown else note)
         if columns is None:
             width = matrix.shape[1]
             if width > max_dims:
@@ -160,17 +172,20 @@ def _tokens_section(w: Walkthrough, markdown) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="dates-explain", description=__doc__.split("\n")[0])
     parser.add_argument("date", nargs="?", default=DEFAULT_DATE, help="an ISO date (default: %(default)s)")
-    parser.add_argument("--checkpoint", metavar="PATH", help="a trained checkpoint; default: a fresh seeded model")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the fresh model (default: %(default)s)")
-    parser.add_argument("--d-model", type=int, default=None, help="width of the fresh model (16 = the seed's)")
-    parser.add_argument("--heads", type=int, default=None, help="heads of the fresh model (1: Q has d_model columns)")
+    add_model_arguments(parser, date_option=False)
     parser.add_argument("--head", type=int, default=0, help="which head of encoder layer 0 (default: %(default)s)")
     parser.add_argument("--max-dims", type=int, default=16, help="columns shown of wide tables (default: %(default)s)")
     parser.add_argument("--markdown", action="store_true", help="print markdown tables and headings")
     args = parser.parse_args(argv)
+    if args.max_dims < 1:
+        print(f"error: --max-dims must be at least 1, got {args.max_dims}", file=sys.stderr)
+        return 2
     try:
-        model = load_or_create_model(args.checkpoint, args.seed, args.d_model, args.heads)
-        text = format_walkthrough(compute_walkthrough(model, args.date, args.head), args.markdown, args.max_dims)
+        source_ids(args.date)              # a bad date fails before a model is built or announced
+        chosen = model_from_args(args)
+        steps = compute_walkthrough(chosen.model, args.date, args.head)
+        steps.model_note = chosen.title_note
+        text = format_walkthrough(steps, args.markdown, args.max_dims)
     except (DateError, ValueError, OSError, CheckpointError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -1,0 +1,55 @@
+"""The notebooks run top to bottom (nbclient, a real Jupyter kernel), so they cannot rot.
+
+Each cell has a time limit; a cell that raises fails the test with the cell's
+traceback. The committed files must also carry their outputs (executed in
+order), so they read on GitHub without running.
+"""
+import os
+import time
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat", reason="pip install -e '.[test]' installs nbformat")
+nbclient = pytest.importorskip("nbclient", reason="pip install -e '.[test]' installs nbclient")
+
+NOTEBOOKS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "notebooks")
+CELL_TIMEOUT_S = 600        # a hang guard: a busy 2-core machine with a cold Numba cache is slow
+
+
+def run_notebook(name):
+    path = os.path.join(NOTEBOOKS, name)
+    notebook = nbformat.read(path, as_version=4)
+    client = nbclient.NotebookClient(notebook, timeout=CELL_TIMEOUT_S, kernel_name="python3",
+                                     resources={"metadata": {"path": NOTEBOOKS}})
+    start = time.perf_counter()
+    client.execute()            # raises CellExecutionError naming the cell that failed
+    return notebook, time.perf_counter() - start
+
+
+def outputs(notebook, kind):
+    return [out for cell in notebook.cells if cell.cell_type == "code" for out in cell.outputs
+            if kind in out.get("data", {}) or out.get("name") == kind]
+
+
+@pytest.mark.parametrize("name", ["autograd_from_the_inside.ipynb", "date_transformer.ipynb"])
+def test_committed_notebooks_keep_their_outputs_in_order(name):
+    notebook = nbformat.read(os.path.join(NOTEBOOKS, name), as_version=4)
+    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    assert [cell.execution_count for cell in code] == list(range(1, len(code) + 1))
+    assert outputs(notebook, "image/svg+xml"), "the graphs must be drawn in the saved notebook"
+    assert not [out for cell in code for out in cell.outputs if out.output_type == "error"]
+
+
+def test_autograd_notebook_runs():
+    notebook, seconds = run_notebook("autograd_from_the_inside.ipynb")
+    text = "".join(out["text"] for out in outputs(notebook, "stdout"))
+    assert "dy/dx = [7.]" in text and "gradcheck caught it" in text
+    assert len(outputs(notebook, "image/svg+xml")) == 3
+
+
+@pytest.mark.slow
+def test_date_transformer_notebook_runs_and_trains_a_good_model():
+    notebook, seconds = run_notebook("date_transformer.ipynb")
+    text = "".join(out["text"] for out in outputs(notebook, "stdout"))
+    assert "[65, 1, 6, 7, 6, 62, 1, 1, 62, 3, 0, 66]" in text and "held-out exact match" in text
+    assert len(outputs(notebook, "image/png")) == 5          # positions, curves, three heatmaps

@@ -1,0 +1,134 @@
+"""What a graph node says on hover, and the mask nodes that ``draw_graph`` adds to masking ops.
+
+Tooltips (graphviz's ``tooltip`` attribute, shown when the mouse rests on a
+node of the rendered SVG) carry what would clutter a label: shape, dtype,
+the first few values, the value's norm and the gradient's norm.
+
+A mask is not a Tensor input of ``MaskedFill``: the op keeps it as the boolean
+array ``fn.mask`` (True = this entry is filled, i.e. masked out). Without a node
+for it the one idea that tells decoder self-attention from the others would be
+missing from the picture, so ``mask_of(fn)`` finds it and ``mask_label`` draws
+its True/False pattern as a small grid of cells.
+"""
+import numpy as np
+
+from .graph_text import escape, number, shape_text
+
+TOOLTIP_VALUES = 6          # how many values a tooltip lists
+MAX_GRID = 32               # rows/columns of a mask pattern drawn in a label
+FILLED, KEPT = "#343a40", "#f1f3f5"
+
+
+# -------------------------------------------------------------------- tooltips
+def tooltip_text(text: str) -> str:
+    """Plain text -> a DOT tooltip value (an escString) that shows exactly that text.
+
+    Backslashes become '∖' because dot expands ``\\N``, ``\\G``, ``\\l``... in
+    tooltips; newlines become ``\\n``; quotes are escaped.
+    """
+    text = "".join(ch if ch.isprintable() or ch == "\n" else f"\\x{ord(ch):02x}" for ch in str(text))
+    return text.replace("\\", "∖").replace('"', '\\"').replace("\n", "\\n")
+
+
+def norm(array) -> float:
+    return float(np.sqrt(np.sum(np.square(array, dtype=np.float64))))
+
+
+def first_values(data: np.ndarray, count=TOOLTIP_VALUES) -> str:
+    flat = np.asarray(data).reshape(-1)
+    shown = ", ".join(number(v.item()) for v in flat[:count])
+    more = f", … ({flat.size} values)" if flat.size > count else ""
+    return f"[{shown}{more}]"
+
+
+def tensor_tooltip(tensor, name) -> str:
+    """Several lines: name, shape and dtype, the first values, ‖value‖, ‖grad‖ (when kept)."""
+    name = name if len(name or "") <= 120 else name[:119] + "…"     # dot breaks on very long strings
+    lines = [name or "(unnamed tensor)", f"shape {shape_text(tensor.shape)}, dtype {tensor.dtype}"]
+    data = tensor.data
+    if data.dtype.kind in "fiub":
+        lines.append("values " + first_values(data))
+        lines.append(f"‖value‖ {number(norm(data))}")
+    if tensor.grad is not None:
+        lines.append(f"‖grad‖ {number(norm(tensor.grad))}, grad " + first_values(tensor.grad, 3))
+    elif tensor.requires_grad:
+        lines.append("grad: not kept (call .retain_grad() before backward)")
+    else:
+        lines.append("no grad (constant)")
+    return tooltip_text("\n".join(lines))
+
+
+# ----------------------------------------------------------------------- masks
+def mask_of(fn):
+    """The boolean array a masking op keeps (MaskedFill's ``mask``, Where's ``condition``), or None."""
+    for attribute in ("mask", "condition"):
+        value = getattr(fn, attribute, None)
+        if isinstance(value, np.ndarray) and value.dtype == np.bool_:
+            return attribute, value
+    return None
+
+
+def mask_pattern(mask: np.ndarray) -> np.ndarray:
+    """The (rows, columns) pattern of the first batch element and head, as a 2-D bool array."""
+    mask = np.asarray(mask)
+    if mask.ndim == 0:
+        return mask.reshape(1, 1)
+    if mask.ndim == 1:
+        return mask[None, :]
+    return mask[(0,) * (mask.ndim - 2)]
+
+
+def mask_kind(filled: np.ndarray) -> str:
+    """'padding', 'causal', 'causal + padding' or 'custom' from MaskedFill's mask (True = filled).
+
+    causal: every key after its query is filled (the upper triangle); padding:
+    whole key columns are filled, the same for every query.
+    """
+    pattern = mask_pattern(filled)
+    rows, columns = pattern.shape
+    if rows == columns and rows > 1:
+        future = np.triu(np.ones((rows, columns), dtype=bool), k=1)
+        if (pattern[future]).all():
+            rest = pattern & ~future
+            if not rest.any():
+                return "causal"
+            # padding columns are filled from the first row on (the rest is in the future)
+            if (rest == (rest.any(axis=0) & ~future)).all():
+                return "causal + padding"
+    if (pattern == pattern[:1]).all():
+        return "padding"
+    return "custom"
+
+
+def pattern_text(filled: np.ndarray, limit=MAX_GRID) -> str:
+    """The pattern as lines of '■' (filled: the op writes its value there) and '·' (kept)."""
+    pattern = mask_pattern(filled)[:limit, :limit]
+    return "\n".join("".join("■" if v else "·" for v in row) for row in pattern)
+
+
+def mask_label(attribute: str, mask: np.ndarray, kind: str = None) -> str:
+    """An HTML-like label: 'mask: causal + padding', its shape, and the pattern as a grid of cells."""
+    kind = kind or mask_kind(mask)
+    pattern = mask_pattern(mask)
+    shown = pattern[:MAX_GRID, :MAX_GRID]
+    cell = '<TD FIXEDSIZE="TRUE" WIDTH="6" HEIGHT="6" BGCOLOR="{}"></TD>'
+    grid_rows = "".join("<TR>" + "".join(cell.format(FILLED if v else KEPT) for v in row) + "</TR>"
+                        for row in shown)
+    grid = f'<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="1" CELLPADDING="0">{grid_rows}</TABLE>'
+    cut = " (first 32)" if pattern.shape != shown.shape else ""
+    where = f"batch 0, head 0{cut}: " if mask.ndim > 2 else ""
+    rows = [f"<B>{escape(f'{attribute}: {kind}')}</B>",
+            escape(f"{shape_text(mask.shape)} bool"),
+            escape(f"{where}dark = True = filled (masked out)", limit=80)]
+    text = "".join(f"<TR><TD>{row}</TD></TR>" for row in rows)
+    size = f'WIDTH="{7 * shown.shape[1] + 5}" HEIGHT="{7 * shown.shape[0] + 5}"'
+    grid_cell = f'<TD FIXEDSIZE="TRUE" {size}>{grid}</TD>'  # keeps the cells square
+    return f'<<TABLE BORDER="0" CELLSPACING="0" CELLPADDING="1">{text}<TR>{grid_cell}</TR></TABLE>>'
+
+
+def mask_tooltip(attribute: str, mask: np.ndarray, kind: str = None) -> str:
+    kind = kind or mask_kind(mask)
+    lines = [f"{attribute} of the op: {kind}", f"shape {shape_text(mask.shape)}, dtype bool",
+             f"{int(mask.sum())} of {mask.size} entries True (filled)",
+             "rows = queries, columns = keys; ■ = filled, · = kept", pattern_text(mask)]
+    return tooltip_text("\n".join(lines))
