@@ -208,7 +208,7 @@ def test_train_tiny_run_then_resume(tmp_path, capsys):
     code, out, err = run(cli.train_main, ["--resume", checkpoint, "--steps", "5", "--out", out_dir,
                                           "--no-progress"], capsys)
     assert code == 0, err
-    assert "resuming" in out and "at step 3 of 5" in out
+    assert "resuming" in out and "at step 3 (at most 5)" in out
     with open(os.path.join(out_dir, "train_log.jsonl")) as log:
         assert [json.loads(line)["step"] for line in log] == [1, 2, 3, 4, 5]
 
@@ -227,7 +227,7 @@ def test_train_resume_of_a_finished_run_does_not_crash(checkpoint, tmp_path, cap
 
 @pytest.mark.parametrize("argv, fragment", [
     (["--heads", "3"], "not divisible"),
-    (["--steps", "-1"], "steps must be positive"),
+    (["--steps", "-1"], "steps must be an integer >= 1"),
     (["--steps", "0"], "steps"),
     (["--dropout", "1.5"], "dropout"),
     (["--batch-size", "0"], "batch_size"),
