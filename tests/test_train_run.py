@@ -232,22 +232,31 @@ def test_unwritable_out_folder(tmp_path, capsys):
 
 # ------------------------------------------------------------ stopping rule
 def test_target_stop_rule():
-    rule = TargetStop(target=0.9, confirm_steps=10, window=2, min_gap=5)
+    rule = TargetStop(target=0.9, confirm_steps=10, cooldown_at=0.8, window=2, min_gap=5)
     rule.record_batch(1.0)
     assert not rule.evaluation_due(3)                         # the estimate needs a full window
-    rule.record_batch(0.8)
-    assert not rule.evaluation_due(4)                         # estimate 0.9 ...
+    rule.record_batch(0.5)
+    assert not rule.evaluation_due(4)                         # estimate 0.75 < 0.8
+    rule.record_batch(0.6)
     rule.record_batch(1.0)
-    assert rule.evaluation_due(5)                             # ... now 0.9, and 5 steps since the last
-    assert rule.record_evaluation(5, 0.95, 1.0) == "reached"
+    assert rule.evaluation_due(5)                             # 0.8, and 5 steps since the last evaluation
+    assert rule.record_evaluation(5, 0.85, 1.0) == "hit"      # >= cooldown_at: the cool-down starts
+    assert rule.reached_step is None
     assert not rule.evaluation_due(14) and rule.evaluation_due(15)
     assert rule.record_evaluation(10, 0.5, 2.0) == ""        # inside the window: logged only
-    assert rule.record_evaluation(15, 0.85, 3.0) == "missed"  # the settled model fell short: search again
-    assert rule.reached_step is None
-    assert rule.record_evaluation(30, 0.91, 4.0) == "reached"
+    assert rule.record_evaluation(15, 0.85, 3.0) == "missed"  # the settled model fell short: search on,
+    assert rule.hit_step is None and rule.hit_at == 0.9       # now for the target itself
+    assert rule.record_evaluation(20, 0.85, 3.5) == ""
+    assert rule.record_evaluation(30, 0.91, 4.0) == "hit"
     assert rule.record_evaluation(40, 0.92, 5.0) == "confirmed"
     assert (rule.reached_step, rule.reached_seconds) == (30, 4.0) and rule.confirmed(40)
+
+    rule = TargetStop(target=0.9, confirm_steps=10, cooldown_at=0.8)
+    assert rule.record_evaluation(5, 0.85, 1.0) == "hit"
+    assert rule.record_evaluation(15, 0.95, 2.0) == "confirmed"   # first at the target at the window's end
+    assert rule.reached_step == 15
     assert TargetStop(0.0, 10).record_evaluation(5, 1.0, 0) == ""   # 0 disables stopping
+    assert TargetStop(0.5, 10, cooldown_at=0.99).hit_at == 0.5     # cooldown_at is capped at the target
 
 
 def scripted(monkeypatch, accuracy_at):

@@ -94,8 +94,10 @@ def _train_parser():
                    help=f"stop when held-out exact match reaches this fraction (default: {t.target_accuracy}); "
                         "0 = never stop early, train --max-steps steps")
     p.add_argument("--cooldown", type=int, default=t.cooldown,
-                   help="steps of learning-rate decay after the target is first reached; the target must "
-                        "still hold at their end (default: %(default)s)")
+                   help="steps of learning-rate decay once held-out exact match reaches --cooldown-at; the "
+                        "target must hold at their end (default: %(default)s)")
+    p.add_argument("--cooldown-at", type=_finite, default=t.cooldown_at,
+                   help="held-out exact match that starts the cool-down (default: %(default)s)")
     p.add_argument("--batch-size", type=int, default=t.batch_size)
     p.add_argument("--lr", type=_finite, default=t.lr, help="peak learning rate after warm-up")
     p.add_argument("--warmup", type=int, default=t.warmup)
@@ -125,7 +127,7 @@ def _new_trainer(args, out_dir):
                                num_decoder_layers=args.layers, d_ff=args.d_ff, dropout=args.dropout,
                                positional=args.positional)
     values = dict(batch_size=args.batch_size, lr=args.lr, warmup=args.warmup, schedule=args.schedule,
-                  cooldown=args.cooldown, clip=args.clip, label_smoothing=args.label_smoothing, seed=args.seed)
+                  cooldown=args.cooldown, cooldown_at=args.cooldown_at, clip=args.clip, label_smoothing=args.label_smoothing, seed=args.seed)
     for name in ("steps", "target_accuracy", "eval_every"):
         if getattr(args, name) is not None:
             values[name] = getattr(args, name)
@@ -204,7 +206,8 @@ def _print_summary(summary, trainer, wall):
     if target is not None and summary["reached_step"] is not None:
         state = "confirmed" if summary["target_confirmed"] else "not yet confirmed"
         print(f"target {target:.2%} reached at step {summary['reached_step']} after "
-              f"{summary['reached_seconds']:.1f} s of training, {state} at step {summary['steps']}")
+              f"{summary['reached_seconds']:.1f} s of training ({state}; learning-rate cool-down from "
+              f"step {summary['cooldown_step']})")
     elif target is not None:
         print(f"target {target:.2%} not reached in {summary['steps']} steps (raise --max-steps, or resume)")
     median = summary["median_step_ms"]

@@ -45,6 +45,7 @@ class TrainConfig:
                                   # the window that confirms the target (any schedule)
     final_lr_fraction: float = 0.1
     target_accuracy: float = 0.999  # stop when held-out exact match reaches it (confirmed); 0 = never
+    cooldown_at: float = 0.99     # held-out exact match that starts the cool-down (at most the target)
     betas: tuple = (0.9, 0.98)    # Adam, as in the paper
     eps: float = 1e-9
     clip: float = 1.0             # max global gradient norm (0 = no clipping)
@@ -64,7 +65,8 @@ class TrainConfig:
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
         for name, low, high in (("lr", 0.0, 1.0), ("clip", 0.0, math.inf), ("label_smoothing", 0.0, 1.0),
-                                ("target_accuracy", 0.0, 1.0), ("final_lr_fraction", 0.0, 1.0),
+                                ("target_accuracy", 0.0, 1.0), ("cooldown_at", 0.0, 1.0),
+                                ("final_lr_fraction", 0.0, 1.0),
                                 ("eps", 0.0, 1.0)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
@@ -100,7 +102,7 @@ class Trainer:
         self.optimizer = optim.Adam(self.model.parameters(), lr=self.config.lr, betas=self.config.betas,
                                     eps=self.config.eps)
         self.schedule = self._make_schedule()
-        self.stopper = TargetStop(self.config.target_accuracy, self.config.cooldown)
+        self.stopper = TargetStop(self.config.target_accuracy, self.config.cooldown, self.config.cooldown_at)
         self.data = DateDataset()
         self.data_rng = np.random.default_rng(self.config.seed)
         self.step = 0
@@ -211,6 +213,7 @@ class Trainer:
                 "target": c.target_accuracy if self.stopper.enabled else None,
                 "target_confirmed": self.stopper.confirmed(self.step),
                 "reached_step": self.stopper.reached_step, "reached_seconds": self.stopper.reached_seconds,
+                "cooldown_step": self.stopper.hit_step,
                 "checkpoint": checkpoint_path, "log": log_path}
 
     def _record_evaluation(self, result, record, seconds, bar) -> bool:
@@ -219,12 +222,12 @@ class Trainer:
         self.history.append({"step": self.step, "exact_match": result["exact_match"],
                              "char_accuracy": result["char_accuracy"], "loss": record["loss"]})
         outcome = self.stopper.record_evaluation(self.step, result["exact_match"], seconds)
-        note = {"reached": "  target reached: cooling down to confirm",
-                "confirmed": "  target confirmed: stopping", "missed": "  below target after the cool-down"}
+        note = {"hit": "  -> cooling down; the target must hold at its end",
+                "confirmed": "  -> target confirmed: stopping", "missed": "  -> below the target after the cool-down"}
         message = (f"step {self.step:5d}  loss {record['loss']:.4f}  held-out exact match "
                    f"{result['exact_match']:.2%}{note.get(outcome, '')}")
         (bar.write if bar is not None else print)(message)
-        if outcome == "reached" and hasattr(self.schedule, "start_cooldown"):
+        if outcome == "hit" and hasattr(self.schedule, "start_cooldown"):
             self.schedule.start_cooldown()
         return outcome == "confirmed"
 
