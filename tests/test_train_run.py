@@ -56,7 +56,7 @@ def assert_one_line_error(code, err, *fragments):
 
 
 # ------------------------------------------------------------------ interrupt
-def test_ctrl_c_saves_the_last_step_and_resume_matches_an_uninterrupted_run(tmp_path, capsys):
+def test_ctrl_c_saves_the_last_step_and_resume_matches_an_uninterrupted_run(tmp_path):
     folder = tmp_path / "run"
     process = subprocess.Popen([sys.executable, str(REPO / "examples" / "train_dates.py"), "--out", str(folder),
                                 "--max-steps", "100000", *TINY], cwd=tmp_path, text=True,
@@ -78,11 +78,12 @@ def test_ctrl_c_saves_the_last_step_and_resume_matches_an_uninterrupted_run(tmp_
     assert log_steps(folder) == list(range(1, step + 1))            # the last completed step, saved
     assert [p for p in os.listdir(folder) if p.startswith(".")] == []
 
-    total = step + 3
-    code, out, err = train(capsys, "--resume", folder / "model.npz", "--max-steps", total, "--no-progress")
-    assert code == 0, err
-    code, _, err = train(capsys, "--out", tmp_path / "straight", "--max-steps", total, *TINY)
-    assert code == 0, err
+    total = step + 3                   # the rest in fresh processes too: nothing shared with this one
+    for argv in (["--resume", folder / "model.npz", "--max-steps", total, "--no-progress"],
+                 ["--out", tmp_path / "straight", "--max-steps", total, *TINY]):
+        finished = subprocess.run([sys.executable, str(REPO / "examples" / "train_dates.py"), *map(str, argv)],
+                                  cwd=tmp_path, capture_output=True, text=True, timeout=240)
+        assert finished.returncode == 0, finished.stderr
     resumed, straight = weights(folder / "model.npz"), weights(tmp_path / "straight" / "model.npz")
     assert sorted(resumed) == sorted(straight)
     for name in straight:
@@ -298,16 +299,18 @@ def test_a_lucky_hit_does_not_stop_the_run(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_a_real_run_stops_at_a_low_target(tmp_path, capsys):
-    """d_model 32, 1+1 layers, batch 64: measured while writing this test, held-out exact
-    match passes 30% after ~150-250 steps; the run must stop well before its 600-step cap,
-    at the target, and say so."""
-    code, out, err = train(capsys, "--out", tmp_path, "--d-model", "32", "--heads", "4", "--layers", "1",
-                           "--d-ff", "64", "--batch-size", "64", "--lr", "3e-3", "--warmup", "50",
-                           "--cooldown", "20", "--target-accuracy", "0.3", "--no-progress")
-    assert code == 0, err
-    summary = next(line for line in out.splitlines() if line.startswith("target 30.00% reached"))
-    steps = int(out.split("\nsteps ")[1].split(",")[0])
-    assert steps < 600 and "confirmed" in summary
-    final = json.loads((tmp_path / "train_log.jsonl").read_text().splitlines()[-1])
-    assert final["step"] == steps and final["exact_match"] >= 0.3
+def test_a_real_run_stops_at_a_low_target(tmp_path, monkeypatch):
+    """d_model 32, 1+1 layers, batch 64, evaluated on 500 held-out dates: the run must stop
+    well before its 600-step cap, at a confirmed target. Measured while writing this test:
+    held-out exact match 28.0% at step 162, 48.6% at 172 (the cool-down began), 72.6% at the
+    stop at step 192 (on a quiet 2-core machine ~10 s; 8 min on a heavily shared one)."""
+    full = Trainer.evaluate
+    monkeypatch.setattr(Trainer, "evaluate", lambda self, limit=None, show_wrong=5: full(self, 500, show_wrong))
+    trainer = Trainer(training.ModelConfig(d_model=32, num_heads=4, num_encoder_layers=1, num_decoder_layers=1,
+                                           d_ff=64),
+                      training.TrainConfig(steps=600, batch_size=64, lr=3e-3, warmup=50, cooldown=20,
+                                           target_accuracy=0.3), out_dir=str(tmp_path))
+    summary = trainer.run(progress=False)
+    assert summary["target_confirmed"] and summary["steps"] < 600
+    assert summary["steps"] == summary["cooldown_step"] + 20 and summary["exact_match"] >= 0.3
+    assert trainer.history[-1]["step"] == summary["steps"]

@@ -127,7 +127,8 @@ def _new_trainer(args, out_dir):
                                num_decoder_layers=args.layers, d_ff=args.d_ff, dropout=args.dropout,
                                positional=args.positional)
     values = dict(batch_size=args.batch_size, lr=args.lr, warmup=args.warmup, schedule=args.schedule,
-                  cooldown=args.cooldown, cooldown_at=args.cooldown_at, clip=args.clip, label_smoothing=args.label_smoothing, seed=args.seed)
+                  cooldown=args.cooldown, cooldown_at=args.cooldown_at, clip=args.clip,
+                  label_smoothing=args.label_smoothing, seed=args.seed)
     for name in ("steps", "target_accuracy", "eval_every"):
         if getattr(args, name) is not None:
             values[name] = getattr(args, name)

@@ -91,8 +91,9 @@ class RunLock:
                 owner = self._owner()
                 if owner == _BEING_WRITTEN or (owner is not None and owner > 0 and owner != os.getpid()
                                                and _pid_alive(owner)):
+                    pid = "?" if owner == _BEING_WRITTEN else owner
                     raise RunFolderError(
-                        f"another dates-train (pid {owner if owner != _BEING_WRITTEN else '?'}) is writing to {os.path.dirname(self.path)}; "
+                        f"another dates-train (pid {pid}) is writing to {os.path.dirname(self.path)}; "
                         "wait for it to finish or choose another --out") from None
                 try:                 # stale: its run was killed
                     os.remove(self.path)

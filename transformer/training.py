@@ -37,8 +37,8 @@ SCHEDULES = ("plateau", "cosine", "inverse_sqrt", "constant")
 class TrainConfig:
     steps: int = 600              # at most this many optimizer steps (the run stops earlier at the target)
     batch_size: int = 128
-    lr: float = 1e-3              # peak learning rate, reached at the end of warm-up
-    warmup: int = 100             # linear warm-up steps
+    lr: float = 2e-3              # peak learning rate, reached at the end of warm-up
+    warmup: int = 50              # linear warm-up steps
     schedule: str = "plateau"     # after warm-up: plateau (peak until the target, then cool-down),
                                   # cosine (to 0 at `steps`), inverse_sqrt, constant
     cooldown: int = 50            # plateau: steps of cosine decay to final_lr_fraction * lr; also
