@@ -191,6 +191,8 @@ def train_main(argv=None) -> int:
         print(f"interrupted before a step was saved; {out_dir} keeps its previous checkpoint, if any",
               file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        raise                  # stdout's reader left (`| head`): _quiet_on_closed_stdout ends quietly
     except OSError as error:
         return _fail(f"could not write to {out_dir}: {error.strerror or error}; "
                      "the previous checkpoint there, if any, is intact")

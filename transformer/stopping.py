@@ -7,7 +7,7 @@ which equals what greedy decoding would score on that batch. When the last ``win
 batches together score at least the target, a held-out evaluation is worth running.
 
 The rule that stops training (measured in docs/early_stopping.md):
-  1. a held-out evaluation reaches ``cooldown_at`` (99% by default, or the target if lower)
+  1. a held-out evaluation reaches ``cooldown_at`` (98% by default, or the target if lower)
      at step S: the trainer starts the learning rate's cool-down
      (``WarmupPlateauCooldown.start_cooldown``); at the peak rate accuracy wobbles, so
      waiting there for 99.9% costs many steps, while the cool-down settles it fast;

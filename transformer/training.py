@@ -45,7 +45,7 @@ class TrainConfig:
                                   # the window that confirms the target (any schedule)
     final_lr_fraction: float = 0.1
     target_accuracy: float = 0.999  # stop when held-out exact match reaches it (confirmed); 0 = never
-    cooldown_at: float = 0.99     # held-out exact match that starts the cool-down (at most the target)
+    cooldown_at: float = 0.98     # held-out exact match that starts the cool-down (at most the target)
     betas: tuple = (0.9, 0.98)    # Adam, as in the paper
     eps: float = 1e-9
     clip: float = 1.0             # max global gradient norm (0 = no clipping)
