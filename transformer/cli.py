@@ -102,7 +102,7 @@ def _train_parser():
     p.add_argument("--lr", type=_finite, default=t.lr, help="peak learning rate after warm-up")
     p.add_argument("--warmup", type=int, default=t.warmup)
     p.add_argument("--schedule", choices=SCHEDULES, default=t.schedule,
-                   help="plateau: warm-up, peak rate until the target, then cool-down (default)")
+                   help="plateau: warm-up, peak rate until --cooldown-at, then cool-down (default)")
     p.add_argument("--clip", type=_finite, default=t.clip, help="max gradient norm, 0 for none")
     p.add_argument("--label-smoothing", type=_finite, default=t.label_smoothing)
     p.add_argument("--seed", type=int, default=t.seed)

@@ -39,7 +39,7 @@ class TrainConfig:
     batch_size: int = 128
     lr: float = 2e-3              # peak learning rate, reached at the end of warm-up
     warmup: int = 50              # linear warm-up steps
-    schedule: str = "plateau"     # after warm-up: plateau (peak until the target, then cool-down),
+    schedule: str = "plateau"     # after warm-up: plateau (peak until cooldown_at, then cool-down),
                                   # cosine (to 0 at `steps`), inverse_sqrt, constant
     cooldown: int = 50            # plateau: steps of cosine decay to final_lr_fraction * lr; also
                                   # the window that confirms the target (any schedule)
