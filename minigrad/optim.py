@@ -206,3 +206,49 @@ class WarmupCosine(LRSchedule):
             return self.base_lr * step / self.warmup
         progress = min(1.0, (step - self.warmup) / max(1, self.total_steps - self.warmup))
         return self.min_lr + 0.5 * (self.base_lr - self.min_lr) * (1 + math.cos(math.pi * progress))
+
+
+class WarmupPlateauCooldown(LRSchedule):
+    """Linear warm-up to ``base_lr``, then ``base_lr`` until ``start_cooldown()`` is called,
+    then a cosine decay to ``min_lr`` over ``cooldown`` steps, and ``min_lr`` after that.
+
+    Made for runs that stop when the model is done: the trainer calls ``start_cooldown()``
+    when held-out accuracy first reaches its target, and the cool-down settles the model
+    (and serves as the window that confirms the target). A run that never reaches it still
+    ends settled: the cool-down starts at ``total_steps - cooldown`` at the latest. (This is
+    the "warmup-stable-decay" shape; PyTorch has no such class, SequentialLR comes closest.)
+    """
+
+    def __init__(self, optimizer, base_lr: float, warmup: int, cooldown: int, total_steps: int,
+                 min_lr: float = 0.0):
+        self.warmup, self.cooldown = max(1, int(warmup)), max(1, int(cooldown))
+        self.total_steps, self.min_lr = max(1, int(total_steps)), min_lr
+        self.cooldown_start = None        # the step after which the decay began (None: not yet)
+        super().__init__(optimizer, base_lr)
+
+    def start_cooldown(self):
+        """Begin the decay after the step just taken (no effect once it has begun)."""
+        if self.cooldown_start is None and self.last_step < self.decay_start():
+            self.cooldown_start = self.last_step
+        self.optimizer.lr = self.lr_at(self.last_step + 1)
+
+    def decay_start(self) -> int:
+        latest = max(0, self.total_steps - self.cooldown)
+        return latest if self.cooldown_start is None else min(self.cooldown_start, latest)
+
+    def lr_at(self, step):
+        start = self.decay_start()
+        if step <= start:
+            return self.base_lr * min(1.0, step / self.warmup)
+        # decay from the rate in force when it began (it may begin during the warm-up)
+        peak = self.base_lr * min(1.0, max(start, 1) / self.warmup)
+        progress = min(1.0, (step - start) / self.cooldown)
+        return self.min_lr + 0.5 * (peak - self.min_lr) * (1 + math.cos(math.pi * progress))
+
+    def state_dict(self):
+        return {**super().state_dict(), "cooldown_start": self.cooldown_start}
+
+    def load_state_dict(self, state):
+        start = state.get("cooldown_start")
+        self.cooldown_start = None if start is None else int(start)
+        super().load_state_dict(state)

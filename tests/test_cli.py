@@ -208,7 +208,7 @@ def test_train_tiny_run_then_resume(tmp_path, capsys):
     code, out, err = run(cli.train_main, ["--resume", checkpoint, "--steps", "5", "--out", out_dir,
                                           "--no-progress"], capsys)
     assert code == 0, err
-    assert "resuming" in out and "at step 3 of 5" in out
+    assert "resuming" in out and "at step 3 (at most 5)" in out
     with open(os.path.join(out_dir, "train_log.jsonl")) as log:
         assert [json.loads(line)["step"] for line in log] == [1, 2, 3, 4, 5]
 
@@ -227,7 +227,7 @@ def test_train_resume_of_a_finished_run_does_not_crash(checkpoint, tmp_path, cap
 
 @pytest.mark.parametrize("argv, fragment", [
     (["--heads", "3"], "not divisible"),
-    (["--steps", "-1"], "steps must be positive"),
+    (["--steps", "-1"], "steps must be an integer >= 1"),
     (["--steps", "0"], "steps"),
     (["--dropout", "1.5"], "dropout"),
     (["--batch-size", "0"], "batch_size"),
@@ -247,3 +247,118 @@ def test_train_rejects_a_bad_resume_checkpoint(tmp_path, corrupt_checkpoint, cap
     path = str(tmp_path / "none.npz") if which == "missing" else corrupt_checkpoint
     code, out, err = run(cli.train_main, ["--resume", path, "--out", str(tmp_path)], capsys)
     assert_clean_failure(code, out, err, path)
+
+
+# ------------------------------------------------------------- bad numbers
+@pytest.mark.parametrize("argv, fragment", [
+    (["--lr", "nan"], "--lr: must be a finite number"),
+    (["--lr", "inf"], "--lr: must be a finite number"),
+    (["--lr=-1e-3"], "lr must be a finite number in"),
+    (["--lr", "0"], "lr must be positive"),
+    (["--eval-every", "-1"], "eval_every must be an integer >= 0"),
+    (["--batch-size", "-8"], "batch_size"),
+    (["--warmup", "-1"], "warmup"),
+    (["--clip", "nan"], "--clip: must be a finite number"),
+    (["--clip", "-1"], "clip must be"),
+    (["--target-accuracy", "1.5"], "target_accuracy"),
+    (["--target-accuracy", "nan"], "--target-accuracy: must be a finite number"),
+    (["--cooldown", "0"], "cooldown"),
+    (["--cooldown-at", "-0.5"], "cooldown_at"),
+    (["--seed", "-1"], "seed"),
+    (["--dropout", "nan"], "--dropout: must be a finite number"),
+    (["--d-model", "0"], "d_model must be a positive integer"),
+    (["--max-steps", "abc"], "invalid int value"),
+])
+def test_train_rejects_bad_numbers_in_one_line(tmp_path, capsys, monkeypatch, argv, fragment):
+    monkeypatch.setattr(Trainer, "run", lambda *a, **k: pytest.fail("training started despite a bad setting"))
+    code, out, err = _run_exit(cli.train_main, ["--out", str(tmp_path / "run"), *TINY_ARGS, *argv], capsys)
+    assert_clean_failure(code, out, err, fragment)
+    assert not (tmp_path / "run").exists()                  # nothing created for a bad command
+
+
+def _run_exit(main, argv, capsys):
+    """Like run(), but argparse's own errors (SystemExit) count as an exit code too."""
+    try:
+        code = main(argv)
+    except SystemExit as exit_:
+        code = exit_.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("extra, fragment", [
+    (["--temperature", "nan"], "--temperature: must be a finite number"),
+    (["--temperature", "inf"], "--temperature: must be a finite number"),
+    (["--temperature", "-1"], "--temperature must be >= 0"),
+    (["--temperature", "1", "--seed", "-2"], "--seed must be >= 0"),
+    (["--beam", "-3"], "--beam must be at least 1"),
+])
+def test_translate_rejects_bad_numbers_in_one_line(checkpoint, capsys, extra, fragment):
+    code, out, err = _run_exit(cli.translate_main, ["1996-09-08", "--checkpoint", checkpoint, *extra], capsys)
+    assert_clean_failure(code, out, err, fragment)
+    assert out == ""
+
+
+@pytest.mark.parametrize("extra, fragment", [(["--show", "-1"], "--show must be >= 0"),
+                                             (["--beam", "x"], "invalid int value")])
+def test_evaluate_rejects_bad_numbers_in_one_line(checkpoint, capsys, extra, fragment):
+    code, out, err = _run_exit(cli.evaluate_main, ["--checkpoint", checkpoint, *extra], capsys)
+    assert_clean_failure(code, out, err, fragment)
+
+
+def test_a_non_npz_checkpoint_is_one_line(tmp_path, capsys):
+    text = tmp_path / "model.txt"
+    text.write_text("just some notes\n")
+    for main, argv in ((cli.translate_main, ["1996-09-08", "--checkpoint", str(text)]),
+                       (cli.evaluate_main, ["--checkpoint", str(text)]),
+                       (cli.train_main, ["--resume", str(text), "--out", str(tmp_path / "o")])):
+        code, out, err = run(main, argv, capsys)
+        assert_clean_failure(code, out, err, str(text), "not a .npz archive")
+
+
+def test_closed_stdout_ends_quietly(checkpoint):
+    """`dates-translate ... | head -1`: the reader goes away; no BrokenPipeError traceback."""
+    dates = [f"19{y:02d}-01-01" for y in range(100)]
+    process = subprocess.Popen([sys.executable, str(REPO / "examples" / "translate_dates.py"), *dates,
+                                "--checkpoint", checkpoint], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               cwd=REPO)
+    process.stdout.close()                                    # the reader is gone before anything is written
+    err = process.stderr.read().decode()
+    process.wait(timeout=120)
+    assert process.returncode == cli.EXIT_BROKEN_PIPE, err
+    assert "Traceback" not in err and "BrokenPipe" not in err and "Exception ignored" not in err, err
+
+
+# ------------------------------------------------------ compile notice, bar
+@pytest.mark.parametrize("probe, expected", [
+    (lambda: True, "compiling kernels, first run only: ~4 s\n"),
+    (lambda: False, ""),
+    (None, ""),                                               # a minigrad without the probe: say nothing
+    (lambda: 1 / 0, ""),                                      # a failing probe never stops a command
+])
+def test_compile_notice_only_when_the_cache_is_cold(checkpoint, capsys, monkeypatch, probe, expected):
+    import minigrad.kernels
+    monkeypatch.delattr(minigrad.kernels, "cache_is_cold", raising=False)
+    if probe is not None:
+        monkeypatch.setattr(minigrad.kernels, "cache_is_cold", probe, raising=False)
+    code, out, err = run(cli.translate_main, ["1996-09-08", "--checkpoint", checkpoint], capsys)
+    assert code == 0 and err == expected
+
+
+def test_progress_bar_starts_after_the_first_step(tmp_path, monkeypatch):
+    """The bar's clock (and so its rate and ETA) must not include the first step's compile."""
+    import tqdm.auto
+    created = []
+    real = tqdm.auto.tqdm
+
+    def spy(*args, **kwargs):
+        created.append((trainer.step, kwargs.get("initial")))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", spy)
+    trainer = Trainer(ModelConfig(d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=32),
+                      TrainConfig(steps=3, batch_size=8, target_accuracy=0), out_dir=str(tmp_path))
+    monkeypatch.setattr(Trainer, "evaluate", lambda self, limit=None, show_wrong=5: {
+        "exact_match": 0.0, "char_accuracy": 0.0, "count": 1, "wrong": []})
+    trainer.run(progress=False)
+    assert created == [(1, 1)]

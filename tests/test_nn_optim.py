@@ -416,6 +416,51 @@ def test_warmup_cosine():
     assert all(a >= b for a, b in zip(lrs[1:], lrs[2:]))                              # decays monotonically
 
 
+def _plateau_lrs(steps, start_after=None, **kw):
+    """Rates at steps 1..steps; start_cooldown() is called after step ``start_after``."""
+    opt = optim.SGD([_param([0.0])], lr=123.0)
+    schedule = optim.WarmupPlateauCooldown(opt, **kw)
+    lrs = []
+    for step in range(1, steps + 1):
+        lrs.append(opt.lr)
+        opt.step()
+        schedule.step()
+        if step == start_after:
+            schedule.start_cooldown()
+    return lrs, schedule
+
+
+def test_warmup_plateau_cooldown_decays_from_the_trigger():
+    lrs, schedule = _plateau_lrs(20, start_after=6, base_lr=1.0, warmup=2, cooldown=4, total_steps=100, min_lr=0.1)
+    np.testing.assert_allclose(lrs[:6], [0.5, 1.0, 1.0, 1.0, 1.0, 1.0])            # warm-up, plateau
+    np.testing.assert_allclose(lrs[7], 0.1 + 0.45 * (1 + math.cos(math.pi * 0.5)))  # step 8: half-way down
+    np.testing.assert_allclose(lrs[9:], 0.1)                                        # step 10 on: the floor
+    assert schedule.cooldown_start == 6
+    schedule.start_cooldown()                                                       # a second call: no effect
+    assert schedule.cooldown_start == 6
+
+
+def test_warmup_plateau_cooldown_settles_by_the_last_step_without_a_trigger():
+    lrs, schedule = _plateau_lrs(12, base_lr=1.0, warmup=2, cooldown=4, total_steps=10)
+    np.testing.assert_allclose(lrs[:6], [0.5, 1, 1, 1, 1, 1])
+    assert lrs[9] == pytest.approx(0.0) and schedule.cooldown_start is None         # step 10 = total: 0
+    assert all(a >= b for a, b in zip(lrs[1:], lrs[2:]))
+
+
+def test_warmup_plateau_cooldown_triggered_during_warmup_decays_from_there():
+    lrs, _ = _plateau_lrs(8, start_after=1, base_lr=1.0, warmup=4, cooldown=2, total_steps=100, min_lr=0.0)
+    np.testing.assert_allclose(lrs, [0.25, 0.125, 0, 0, 0, 0, 0, 0], atol=1e-12)
+
+
+def test_warmup_plateau_cooldown_state_round_trip():
+    _, schedule = _plateau_lrs(7, start_after=5, base_lr=1.0, warmup=2, cooldown=4, total_steps=100, min_lr=0.1)
+    opt = optim.SGD([_param([0.0])], lr=1.0)
+    fresh = optim.WarmupPlateauCooldown(opt, 1.0, 2, 4, 100, min_lr=0.1)
+    fresh.load_state_dict(schedule.state_dict())
+    assert fresh.cooldown_start == 5 and opt.lr == schedule.optimizer.lr
+    assert [fresh.lr_at(s) for s in range(1, 20)] == [schedule.lr_at(s) for s in range(1, 20)]
+
+
 # ----------------------------------------------------------------- resume
 def _regression_problem():
     rng = np.random.default_rng(0)

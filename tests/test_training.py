@@ -70,9 +70,23 @@ def saved(tmp_path):
 # ---------------------------------------------------------------------- config
 @pytest.mark.parametrize("bad, message", [
     (dict(schedule="linear"), "schedule must be one of"),
-    (dict(steps=0), "steps must be positive"),
-    (dict(batch_size=0), "batch_size must be positive"),
-    (dict(warmup=-1), "warmup must be positive"),
+    (dict(steps=0), "steps must be an integer >= 1"),
+    (dict(batch_size=0), "batch_size must be an integer >= 1"),
+    (dict(warmup=-1), "warmup must be an integer >= 0"),
+    (dict(eval_every=-1), "eval_every must be an integer >= 0"),
+    (dict(cooldown=0), "cooldown must be an integer >= 1"),
+    (dict(seed=-3), "seed must be an integer >= 0"),
+    (dict(steps=2.5), "steps must be an integer"),
+    (dict(lr=float("nan")), "lr must be a finite number"),
+    (dict(lr=float("inf")), "lr must be a finite number"),
+    (dict(lr=-1e-3), "lr must be a finite number in"),
+    (dict(lr=0.0), "lr must be positive"),
+    (dict(clip=float("nan")), "clip must be a finite number"),
+    (dict(clip=-1.0), "clip must be"),
+    (dict(label_smoothing=1.5), "label_smoothing must be"),
+    (dict(target_accuracy=1.01), "target_accuracy must be"),
+    (dict(target_accuracy=float("nan")), "target_accuracy must be"),
+    (dict(betas=(0.9, 1.0)), "betas must be"),
 ])
 def test_train_config_rejects_bad_values(bad, message):
     with pytest.raises(ValueError, match=message):
@@ -81,7 +95,7 @@ def test_train_config_rejects_bad_values(bad, message):
 
 # ------------------------------------------------------------------------ steps
 def test_train_step_record_and_warmup_learning_rate(tmp_path):
-    trainer = tiny_trainer(tmp_path, lr=2e-3, warmup=4)
+    trainer = tiny_trainer(tmp_path, lr=2e-3, warmup=4, schedule="cosine")
     records = [trainer.train_step() for _ in range(5)]
     assert [r["step"] for r in records] == [1, 2, 3, 4, 5]
     np.testing.assert_allclose([r["lr"] for r in records[:4]], [5e-4, 1e-3, 1.5e-3, 2e-3])
@@ -277,10 +291,9 @@ def test_checkpoint_that_does_not_fit_its_model_config(saved, tmp_path):
     meta["model_config"]["d_ff"] = 64
     wrong = str(tmp_path / "wrong.npz")
     save_checkpoint(wrong, model_state, optimizer_state, meta)
-    with pytest.raises(CheckpointError, match="does not fit the model"):
-        load_model(wrong)
-    with pytest.raises(CheckpointError, match="does not describe a training run"):
-        Trainer.resume(wrong)
+    for load in (load_model, Trainer.resume, load_checkpoint):       # checked before building anything
+        with pytest.raises(CheckpointError, match="does not fit the model it describes"):
+            load(wrong)
     del meta["schedule"]
     meta["model_config"] = trainer.model_config.to_dict()
     save_checkpoint(wrong, model_state, optimizer_state, meta)

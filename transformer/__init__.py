@@ -8,8 +8,11 @@ date task it learns: ``1845-01-05`` -> ``January 5, 1845``.
     model.py       Transformer: encode, decode, decode_step (cached)
     decoding.py    greedy, beam search, temperature / top-k sampling
     training.py    Trainer (Adam + warm-up, checkpoints, resume), load_model
+    stopping.py    when to evaluate, when the model is done (target, cool-down, confirmation)
+    interrupt.py   Ctrl-C / SIGTERM: finish the step, save, exit 130
+    run_dir.py     the run folder: overwrite refusal, lock, stale temporaries, log cut on resume
     evaluation.py  exact match and per-character accuracy
-    checkpoint.py  atomic .npz checkpoints read without pickle
+    checkpoint.py  atomic .npz checkpoints read without pickle, validated before use
     cli.py         dates-train, dates-translate, dates-evaluate
 """
 from .attention import MultiHeadAttention, causal_mask, padding_mask, scaled_dot_product_attention

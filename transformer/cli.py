@@ -4,17 +4,25 @@
     dates-translate   1996-09-08 -> September 8, 1996 from a checkpoint
     dates-evaluate    exact-match and per-character accuracy on the held-out set
 
-Bad input (not a date, 2023-02-30, a missing or corrupt checkpoint) gets a
-one-line message and exit code 2, never a traceback.
+Bad input (not a date, 2023-02-30, a missing or corrupt checkpoint, a number that makes
+no sense, an unwritable --out) gets a one-line message and exit code 2, never a traceback.
+Ctrl-C in dates-train saves the last completed step and exits with 130; a closed stdout
+(`| head -1`) ends quietly.
 """
 import argparse
+import functools
 import json
+import math
+import os
 import sys
 import time
 
 import numpy as np
 
 DEFAULT_CHECKPOINT = "runs/dates/model.npz"
+DEFAULT_OUT = "runs/dates"
+EXIT_INTERRUPTED = 130      # 128 + SIGINT, what a shell reports for Ctrl-C
+EXIT_BROKEN_PIPE = 141      # 128 + SIGPIPE, what `yes | head -1` reports for `yes`
 
 
 def _fail(message: str) -> int:
@@ -22,93 +30,216 @@ def _fail(message: str) -> int:
     return 2
 
 
-# ------------------------------------------------------------------- train
-def train_main(argv=None) -> int:
-    from .config import ModelConfig
-    from .training import TrainConfig, Trainer
-    from .checkpoint import CheckpointError
+class _Parser(argparse.ArgumentParser):
+    """argparse with the project's one-line errors (exit code 2, as argparse's own)."""
 
-    p = argparse.ArgumentParser(prog="dates-train", description="Train the date-rewriting Transformer on minigrad.")
+    def error(self, message):
+        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
+
+
+def _finite(text: str) -> float:
+    """argparse type: a finite float ('nan' and 'inf' are refused with the usual usage error)."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    return value
+
+
+def _announce_compile(seconds: int):
+    """One line, only when the Numba cache is cold (nothing if this minigrad cannot tell)."""
+    import minigrad.kernels
+    is_cold = getattr(minigrad.kernels, "cache_is_cold", None)
+    try:
+        cold = is_cold is not None and is_cold()
+    except Exception:          # a failed probe must never stop a command: say nothing
+        cold = False
+    if cold:
+        print(f"compiling kernels, first run only: ~{seconds} s", file=sys.stderr, flush=True)
+
+
+def _quiet_on_closed_stdout(main):
+    """`dates-translate ... | head -1`: the reader left; end quietly, as `yes | head` does."""
+    @functools.wraps(main)
+    def wrapper(argv=None):
+        try:
+            code = main(argv)
+            sys.stdout.flush()
+            return code
+        except BrokenPipeError:
+            # Python would report the failed flush at exit: point stdout at /dev/null first
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return EXIT_BROKEN_PIPE
+    return wrapper
+
+
+# ------------------------------------------------------------------- train
+def _train_parser():
+    from .config import ModelConfig
+    from .training import SCHEDULES, TrainConfig
+
+    p = _Parser(
+        prog="dates-train", description="Train the date-rewriting Transformer on minigrad. Training stops "
+        "once held-out exact match reaches --target-accuracy (confirmed after a learning-rate cool-down). "
+        "Ctrl-C saves the last completed step; --resume continues it.")
     m, t = ModelConfig(), TrainConfig()
-    p.add_argument("--out", default="runs/dates", help="folder for the checkpoint and training log (default: %(default)s)")
+    p.add_argument("--out", default=None,
+                   help=f"folder for the checkpoint and training log (default: {DEFAULT_OUT}; with --resume "
+                        "the checkpoint's folder)")
     p.add_argument("--resume", metavar="CHECKPOINT", help="continue the run saved in this checkpoint")
-    p.add_argument("--steps", type=int, default=None,
-                   help=f"total optimizer steps (default: {t.steps}); with --resume a new total, and the "
-                        "cosine schedule is stretched to it (keep it unchanged to finish a run exactly "
-                        "as if uninterrupted)")
+    p.add_argument("--force", action="store_true", help="replace a checkpoint already in the --out folder")
+    p.add_argument("--max-steps", "--steps", dest="steps", type=int, default=None,
+                   help=f"at most this many optimizer steps in all (default: {t.steps}); with --resume a new "
+                        "maximum (keep it unchanged to finish a run exactly as if uninterrupted)")
+    p.add_argument("--target-accuracy", type=_finite, default=None,
+                   help=f"stop when held-out exact match reaches this fraction (default: {t.target_accuracy}); "
+                        "0 = never stop early, train --max-steps steps")
+    p.add_argument("--cooldown", type=int, default=t.cooldown,
+                   help="steps of learning-rate decay once held-out exact match reaches --cooldown-at; the "
+                        "target must hold at their end (default: %(default)s)")
+    p.add_argument("--cooldown-at", type=_finite, default=t.cooldown_at,
+                   help="held-out exact match that starts the cool-down (default: %(default)s)")
     p.add_argument("--batch-size", type=int, default=t.batch_size)
-    p.add_argument("--lr", type=float, default=t.lr, help="peak learning rate after warm-up")
+    p.add_argument("--lr", type=_finite, default=t.lr, help="peak learning rate after warm-up")
     p.add_argument("--warmup", type=int, default=t.warmup)
-    p.add_argument("--schedule", choices=["cosine", "inverse_sqrt", "constant"], default=t.schedule)
-    p.add_argument("--clip", type=float, default=t.clip, help="max gradient norm, 0 for none")
-    p.add_argument("--label-smoothing", type=float, default=t.label_smoothing)
+    p.add_argument("--schedule", choices=SCHEDULES, default=t.schedule,
+                   help="plateau: warm-up, peak rate until --cooldown-at, then cool-down (default)")
+    p.add_argument("--clip", type=_finite, default=t.clip, help="max gradient norm, 0 for none")
+    p.add_argument("--label-smoothing", type=_finite, default=t.label_smoothing)
     p.add_argument("--seed", type=int, default=t.seed)
-    p.add_argument("--eval-every", type=int, default=t.eval_every)
+    p.add_argument("--eval-every", type=int, default=None,
+                   help="also evaluate every N steps for the log (default: 0 = only when the target looks "
+                        "reached, and at the end)")
     p.add_argument("--d-model", type=int, default=m.d_model)
     p.add_argument("--heads", type=int, default=m.num_heads)
     p.add_argument("--layers", type=int, default=m.num_encoder_layers, help="encoder and decoder layers each")
     p.add_argument("--d-ff", type=int, default=m.d_ff)
-    p.add_argument("--dropout", type=float, default=m.dropout)
+    p.add_argument("--dropout", type=_finite, default=m.dropout)
     p.add_argument("--positional", choices=["sinusoidal", "learned"], default=m.positional)
     p.add_argument("--no-progress", action="store_true", help="no progress bar (logs only)")
-    args = p.parse_args(argv)
+    return p
 
+
+def _new_trainer(args, out_dir):
+    from .config import ModelConfig
+    from .training import TrainConfig, Trainer
+
+    model_config = ModelConfig(d_model=args.d_model, num_heads=args.heads, num_encoder_layers=args.layers,
+                               num_decoder_layers=args.layers, d_ff=args.d_ff, dropout=args.dropout,
+                               positional=args.positional)
+    values = dict(batch_size=args.batch_size, lr=args.lr, warmup=args.warmup, schedule=args.schedule,
+                  cooldown=args.cooldown, cooldown_at=args.cooldown_at, clip=args.clip,
+                  label_smoothing=args.label_smoothing, seed=args.seed)
+    for name in ("steps", "target_accuracy", "eval_every"):
+        if getattr(args, name) is not None:
+            values[name] = getattr(args, name)
+    train_config = TrainConfig(**values)          # every number checked before any work
+    return lambda: Trainer(model_config, train_config, out_dir=out_dir)
+
+
+@_quiet_on_closed_stdout
+def train_main(argv=None) -> int:
+    from .checkpoint import CheckpointError
+    from .interrupt import TrainingInterrupted
+    from .run_dir import (RunFolderError, RunLock, check_writable_folder, refuse_to_overwrite,
+                          remove_stale_temporaries)
+    from .training import Trainer
+
+    args = _train_parser().parse_args(argv)
     wall_start = time.perf_counter()
+    if args.resume:
+        out_dir = args.out or os.path.dirname(os.path.abspath(args.resume))
+    else:
+        out_dir = args.out if args.out is not None else DEFAULT_OUT
     try:
-        if args.resume:
-            trainer = Trainer.resume(args.resume, out_dir=args.out, steps=args.steps)
-            print(f"resuming {args.resume} at step {trainer.step} of {trainer.config.steps}")
-        else:
-            model_config = ModelConfig(d_model=args.d_model, num_heads=args.heads, num_encoder_layers=args.layers,
-                                       num_decoder_layers=args.layers, d_ff=args.d_ff, dropout=args.dropout,
-                                       positional=args.positional)
-            train_config = TrainConfig(steps=t.steps if args.steps is None else args.steps, batch_size=args.batch_size, lr=args.lr,
-                                       warmup=args.warmup, schedule=args.schedule, clip=args.clip,
-                                       label_smoothing=args.label_smoothing, seed=args.seed,
-                                       eval_every=args.eval_every)
-            trainer = Trainer(model_config, train_config, out_dir=args.out)
-    except CheckpointError as error:
-        return _fail(str(error))
+        if not out_dir.strip():
+            raise RunFolderError("--out is empty: give a folder for the checkpoint and log")
+        make_trainer = None if args.resume else _new_trainer(args, out_dir)
+        check_writable_folder(out_dir)
+        lock = RunLock(out_dir).acquire()
     except ValueError as error:
         return _fail(f"bad setting: {error}")
-
-    mc = trainer.model_config
-    print(f"model: d_model {mc.d_model}, {mc.num_heads} heads, {mc.num_encoder_layers}+{mc.num_decoder_layers} "
-          f"layers, d_ff {mc.d_ff}, {trainer.model.num_parameters():,} parameters")
-    print("compiling kernels on the first step (cached for later runs)...")
-    summary = trainer.run(progress=not args.no_progress)
-    result = trainer.evaluate(show_wrong=5)
-    wall = time.perf_counter() - wall_start
-    print(f"\nheld-out exact match {result['exact_match']:.2%} ({result['count']} dates never seen in training), "
-          f"per-character {result['char_accuracy']:.2%}")
-    median = summary["median_step_ms"]
-    print(f"steps {summary['steps']}, wall time {wall:.1f} s" + (f", median step {median:.1f} ms" if median else ""))
-    for source, predicted, expected in result["wrong"]:
-        print(f"  wrong: {source} -> {predicted!r} (expected {expected!r})")
-    model = trainer.model
-    from .decoding import greedy_decode
-    from .dates import decode_batch, encode_batch, SRC_LEN
-    examples = ["1845-01-05", "1996-09-08", "2023-02-28", "1000-01-01", "2999-12-31"]
-    for source, output in zip(examples, decode_batch(greedy_decode(model, encode_batch(examples, SRC_LEN)))):
-        print(f"  {source} -> {output}")
-    print(f"checkpoint: {summary['checkpoint']}\ntraining log: {summary['log']}")
+    except RunFolderError as error:
+        return _fail(str(error))
+    try:
+        remove_stale_temporaries(out_dir)
+        checkpoint = os.path.join(out_dir, "model.npz")
+        resuming_in_place = (args.resume and os.path.exists(args.resume) and os.path.exists(checkpoint)
+                             and os.path.samefile(args.resume, checkpoint))
+        if not args.force and not resuming_in_place:
+            refuse_to_overwrite(out_dir)
+        if args.resume:
+            overrides = {k: getattr(args, k) for k in ("target_accuracy", "eval_every")
+                         if getattr(args, k) is not None}
+            trainer = Trainer.resume(args.resume, out_dir=out_dir, steps=args.steps, **overrides)
+            print(f"resuming {args.resume} at step {trainer.step} (at most {trainer.config.steps}), "
+                  f"writing to {out_dir}")
+        else:
+            trainer = make_trainer()
+        mc = trainer.model_config
+        print(f"model: d_model {mc.d_model}, {mc.num_heads} heads, {mc.num_encoder_layers}+"
+              f"{mc.num_decoder_layers} layers, d_ff {mc.d_ff}, {trainer.model.num_parameters():,} parameters",
+              flush=True)
+        _announce_compile(8)
+        summary = trainer.run(progress=not args.no_progress)
+    except (CheckpointError, RunFolderError) as error:
+        return _fail(str(error))
+    except TrainingInterrupted as stop:
+        print(f"interrupted at step {stop.step}; checkpoint saved to {stop.checkpoint}; "
+              f"resume with: dates-train --resume {stop.checkpoint}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except KeyboardInterrupt:
+        print(f"interrupted before a step was saved; {out_dir} keeps its previous checkpoint, if any",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        raise                  # stdout's reader left (`| head`): _quiet_on_closed_stdout ends quietly
+    except OSError as error:
+        return _fail(f"could not write to {out_dir}: {error.strerror or error}; "
+                     "the previous checkpoint there, if any, is intact")
+    finally:
+        lock.release()
+    _print_summary(summary, trainer, time.perf_counter() - wall_start)
     return 0
 
 
+def _print_summary(summary, trainer, wall):
+    print(f"\nheld-out exact match {summary['exact_match']:.2%} ({summary['count']} dates never seen in "
+          f"training), per-character {summary['char_accuracy']:.2%}")
+    target = summary["target"]
+    if target is not None and summary["reached_step"] is not None:
+        state = "confirmed" if summary["target_confirmed"] else "not yet confirmed"
+        print(f"target {target:.2%} reached at step {summary['reached_step']} after "
+              f"{summary['reached_seconds']:.1f} s of training ({state}; learning-rate cool-down from "
+              f"step {summary['cooldown_step']})")
+    elif target is not None:
+        print(f"target {target:.2%} not reached in {summary['steps']} steps (raise --max-steps, or resume)")
+    median = summary["median_step_ms"]
+    print(f"steps {summary['steps']}, wall time {wall:.1f} s" + (f", median step {median:.1f} ms" if median else ""))
+    for source, predicted, expected in summary["wrong"]:
+        print(f"  wrong: {source} -> {predicted!r} (expected {expected!r})")
+    from .dates import SRC_LEN, decode_batch, encode_batch
+    from .decoding import greedy_decode
+    examples = ["1845-01-05", "1996-09-08", "2023-02-28", "1000-01-01", "2999-12-31"]
+    for source, output in zip(examples, decode_batch(greedy_decode(trainer.model, encode_batch(examples, SRC_LEN)))):
+        print(f"  {source} -> {output}")
+    print(f"checkpoint: {summary['checkpoint']}\ntraining log: {summary['log']}")
+
+
 # --------------------------------------------------------------- translate
+@_quiet_on_closed_stdout
 def translate_main(argv=None) -> int:
     from .checkpoint import CheckpointError
     from .dates import DateError, SRC_LEN, decode_batch, encode_batch, parse_iso_date
     from .decoding import beam_search, greedy_decode, sample_decode
     from .training import load_model
 
-    p = argparse.ArgumentParser(prog="dates-translate",
+    p = _Parser(prog="dates-translate",
                                 description="Rewrite ISO dates (YYYY-MM-DD) as 'Month D, YYYY' with a trained model.")
     p.add_argument("dates", nargs="*", help="dates to rewrite; none: read one per line from stdin")
     p.add_argument("--checkpoint", default=DEFAULT_CHECKPOINT, help="default: %(default)s")
     group = p.add_mutually_exclusive_group()
     group.add_argument("--beam", type=int, metavar="K", help="beam search with K beams")
-    group.add_argument("--temperature", type=float, metavar="T", help="sample with temperature T (0 = greedy)")
+    group.add_argument("--temperature", type=_finite, metavar="T", help="sample with temperature T (0 = greedy)")
     p.add_argument("--top-k", type=int, help="with --temperature: sample among the K most likely tokens")
     p.add_argument("--seed", type=int, default=None, help="random seed for sampling")
     args = p.parse_args(argv)
@@ -127,6 +258,9 @@ def translate_main(argv=None) -> int:
             return _fail(f"--top-k must be at least 1, got {args.top_k}")
         if args.top_k is not None and args.temperature is None:
             return _fail("--top-k only applies to sampling: add --temperature T")
+        if args.seed is not None and args.seed < 0:
+            return _fail(f"--seed must be >= 0, got {args.seed}")
+        _announce_compile(4)
         model = load_model(args.checkpoint)
     except (DateError, CheckpointError) as error:
         return _fail(str(error))
@@ -143,24 +277,28 @@ def translate_main(argv=None) -> int:
 
 
 # ---------------------------------------------------------------- evaluate
+@_quiet_on_closed_stdout
 def evaluate_main(argv=None) -> int:
     from .checkpoint import CheckpointError
     from .dates import DateDataset
     from .evaluation import evaluate
     from .training import load_model
 
-    p = argparse.ArgumentParser(prog="dates-evaluate", description="Accuracy on the 2,000 held-out dates.")
+    p = _Parser(prog="dates-evaluate", description="Accuracy on the 2,000 held-out dates.")
     p.add_argument("--checkpoint", default=DEFAULT_CHECKPOINT, help="default: %(default)s")
     p.add_argument("--beam", type=int, default=1, metavar="K", help="beam width (1 = greedy)")
     p.add_argument("--show", type=int, default=5, metavar="N", help="show up to N wrong outputs")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     args = p.parse_args(argv)
+    if args.beam < 1:
+        return _fail(f"--beam must be at least 1, got {args.beam}")
+    if args.show < 0:
+        return _fail(f"--show must be >= 0, got {args.show}")
     try:
         model = load_model(args.checkpoint)
     except CheckpointError as error:
         return _fail(str(error))
-    if args.beam < 1:
-        return _fail(f"--beam must be at least 1, got {args.beam}")
+    _announce_compile(4)
     data = DateDataset()
     start = time.perf_counter()
     result = evaluate(model, data.test_src, data.test_tgt, beam_size=args.beam, show_wrong=args.show)

@@ -10,6 +10,7 @@ seeded by ``TrainConfig.seed`` whose states go into every checkpoint, so a run
 resumed from a checkpoint continues exactly as the uninterrupted run would.
 """
 import json
+import math
 import os
 import time
 from dataclasses import asdict, dataclass
@@ -24,41 +25,73 @@ from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from .config import ModelConfig
 from .dates import PAD, DateDataset
 from .evaluation import evaluate
+from .interrupt import GracefulInterrupt, TrainingInterrupted
 from .model import Transformer
+from .run_dir import CHECKPOINT_NAME, LOG_NAME, cut_log
+from .stopping import TargetStop
 
-SCHEDULES = ("cosine", "inverse_sqrt", "constant")
+SCHEDULES = ("plateau", "cosine", "inverse_sqrt", "constant")
 
 
 @dataclass
 class TrainConfig:
-    steps: int = 600              # optimizer steps in the whole run
+    steps: int = 600              # at most this many optimizer steps (the run stops earlier at the target)
     batch_size: int = 128
-    lr: float = 1e-3              # peak learning rate, reached at the end of warm-up
-    warmup: int = 100             # linear warm-up steps
-    schedule: str = "cosine"      # decay after warm-up: cosine (to 0 at `steps`), inverse_sqrt, constant
+    lr: float = 2e-3              # peak learning rate, reached at the end of warm-up
+    warmup: int = 50              # linear warm-up steps
+    schedule: str = "plateau"     # after warm-up: plateau (peak until cooldown_at, then cool-down),
+                                  # cosine (to 0 at `steps`), inverse_sqrt, constant
+    cooldown: int = 50            # plateau: steps of cosine decay to final_lr_fraction * lr; also
+                                  # the window that confirms the target (any schedule)
+    final_lr_fraction: float = 0.1
+    target_accuracy: float = 0.999  # stop when held-out exact match reaches it (confirmed); 0 = never
+    cooldown_at: float = 0.98     # held-out exact match that starts the cool-down (at most the target)
     betas: tuple = (0.9, 0.98)    # Adam, as in the paper
     eps: float = 1e-9
     clip: float = 1.0             # max global gradient norm (0 = no clipping)
     label_smoothing: float = 0.0
     seed: int = 0
-    eval_every: int = 100         # held-out exact match every this many steps (0 = only at the end)
+    eval_every: int = 0           # also evaluate every this many steps, for the log (0 = only when
+                                  # the target looks reached and at the end)
     checkpoint_every: int = 100   # save every this many steps (0 = only at the end)
 
     def __post_init__(self):
         self.betas = tuple(self.betas)
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
-        for name in ("steps", "batch_size", "warmup"):
-            if getattr(self, name) < (0 if name == "warmup" else 1):
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        if not 0.0 <= self.label_smoothing <= 1.0:
-            raise ValueError(f"label_smoothing must be in [0, 1], got {self.label_smoothing}")
-        if self.clip < 0:
-            raise ValueError(f"clip must be >= 0 (0 = no clipping), got {self.clip}")
+        for name, low in (("steps", 1), ("batch_size", 1), ("warmup", 0), ("cooldown", 1), ("seed", 0),
+                          ("eval_every", 0), ("checkpoint_every", 0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+        for name, low, high in (("lr", 0.0, 1.0), ("clip", 0.0, math.inf), ("label_smoothing", 0.0, 1.0),
+                                ("target_accuracy", 0.0, 1.0), ("cooldown_at", 0.0, 1.0),
+                                ("final_lr_fraction", 0.0, 1.0),
+                                ("eps", 0.0, 1.0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                    or not low <= value <= high:
+                raise ValueError(f"{name} must be a finite number in [{low:g}, {high:g}], got {value!r}")
+        if self.lr == 0:
+            raise ValueError("lr must be positive, got 0")
+        if len(self.betas) != 2 or not all(isinstance(b, (int, float)) and 0 <= b < 1 for b in self.betas):
+            raise ValueError(f"betas must be two numbers in [0, 1), got {self.betas!r}")
+
+
+def teacher_forced_exact_match(logits: np.ndarray, targets: np.ndarray) -> float:
+    """Fraction of rows whose every next-token argmax equals the target (``<pad>`` ignored).
+
+    When every teacher-forced prediction is right, greedy decoding feeds itself the same
+    prefixes and writes exactly the target: so this is the batch's greedy exact match
+    before the update, for free (the logits exist already). The trainer uses it to decide
+    when a held-out evaluation is worth its second of decoding.
+    """
+    right = (logits.argmax(axis=-1) == targets) | (targets == PAD)
+    return float(right.all(axis=1).mean())
 
 
 class Trainer:
-    """Holds the model, optimizer, schedule, data and RNGs of one training run."""
+    """Holds the model, optimizer, schedule, data, RNGs and stopping rule of one training run."""
 
     def __init__(self, model_config: ModelConfig = None, train_config: TrainConfig = None, out_dir="runs/dates"):
         self.model_config = model_config or ModelConfig()
@@ -69,13 +102,19 @@ class Trainer:
         self.optimizer = optim.Adam(self.model.parameters(), lr=self.config.lr, betas=self.config.betas,
                                     eps=self.config.eps)
         self.schedule = self._make_schedule()
+        self.stopper = TargetStop(self.config.target_accuracy, self.config.cooldown, self.config.cooldown_at)
         self.data = DateDataset()
         self.data_rng = np.random.default_rng(self.config.seed)
         self.step = 0
+        self.elapsed = 0.0         # training seconds before this session (a resumed run continues it)
         self.history = []          # eval records: {"step", "exact_match", "char_accuracy", ...}
+        self.resumed_from = None   # the checkpoint this run continues, if any
 
     def _make_schedule(self):
         c = self.config
+        if c.schedule == "plateau":
+            return optim.WarmupPlateauCooldown(self.optimizer, c.lr, c.warmup, c.cooldown, c.steps,
+                                               min_lr=c.final_lr_fraction * c.lr)
         if c.schedule == "cosine":
             return optim.WarmupCosine(self.optimizer, c.lr, c.warmup, c.steps)
         if c.schedule == "inverse_sqrt":
@@ -95,7 +134,8 @@ class Trainer:
         self.schedule.step()
         self.step += 1
         return {"step": self.step, "loss": loss.item(), "lr": lr, "grad_norm": grad_norm,
-                "tokens": int((tgt[:, 1:] != PAD).sum())}
+                "tokens": int((tgt[:, 1:] != PAD).sum()),
+                "batch_exact_match": teacher_forced_exact_match(logits.data, tgt[:, 1:])}
 
     def evaluate(self, limit: int = None, show_wrong: int = 5) -> dict:
         src, tgt = self.data.test_src, self.data.test_tgt
@@ -105,52 +145,101 @@ class Trainer:
 
     # ------------------------------------------------------------------- run
     def run(self, progress: bool = True, log_path: str = None, checkpoint_path: str = None) -> dict:
-        """Train up to ``config.steps``; returns a summary (final accuracy, steps, wall time)."""
+        """Train until the target accuracy is confirmed or ``config.steps``; returns a summary.
+
+        Ctrl-C or SIGTERM: the current step finishes, a checkpoint of it is saved and
+        ``TrainingInterrupted`` (a KeyboardInterrupt) is raised. The progress bar starts
+        after the first step, so its rate and ETA do not count kernel compilation.
+        """
         from tqdm.auto import tqdm
 
-        log_path = log_path or os.path.join(self.out_dir, "train_log.jsonl")
-        checkpoint_path = checkpoint_path or os.path.join(self.out_dir, "model.npz")
+        log_path = log_path or os.path.join(self.out_dir, LOG_NAME)
+        checkpoint_path = checkpoint_path or os.path.join(self.out_dir, CHECKPOINT_NAME)
         os.makedirs(os.path.dirname(os.path.abspath(log_path)), exist_ok=True)
+        if self.step:      # a resumed run: the log keeps exactly the steps the checkpoint holds
+            source = os.path.join(os.path.dirname(os.path.abspath(self.resumed_from)), LOG_NAME) \
+                if self.resumed_from else log_path
+            cut_log(source, log_path, self.step)
         c = self.config
         start = time.perf_counter()
-        step_times = []
-        log_mode = "a" if self.step else "w"
-        with open(log_path, log_mode) as log, tqdm(total=c.steps, initial=self.step, disable=not progress,
-                                                   desc="training", unit="step", mininterval=0.5) as bar:
-            while self.step < c.steps:
-                t0 = time.perf_counter()
-                record = self.train_step()
-                seconds = time.perf_counter() - t0
-                step_times.append(seconds)
-                record.update(seconds=round(seconds, 5), tokens_per_s=round(record["tokens"] / seconds, 1),
-                              elapsed=round(time.perf_counter() - start, 3))
-                if c.eval_every and self.step % c.eval_every == 0 or self.step == c.steps:
-                    result = self.evaluate(show_wrong=0)
-                    record.update(exact_match=result["exact_match"], char_accuracy=result["char_accuracy"])
-                    self.history.append({"step": self.step, "exact_match": result["exact_match"],
-                                         "char_accuracy": result["char_accuracy"], "loss": record["loss"]})
-                    bar.write(f"step {self.step:5d}  loss {record['loss']:.4f}  "
-                              f"held-out exact match {result['exact_match']:.2%}")
-                log.write(json.dumps(record) + "\n")
-                log.flush()
-                if c.checkpoint_every and self.step % c.checkpoint_every == 0 or self.step == c.steps:
-                    self.save(checkpoint_path)
-                bar.set_postfix(loss=f"{record['loss']:.4f}", lr=f"{record['lr']:.2e}",
-                                tok_s=f"{record['tokens_per_s']:.0f}", refresh=False)
-                bar.update(1)
-        final = self.history[-1] if self.history else {}
+        step_times, bar, last_eval, saved_step = [], None, None, None
+        stop = self.stopper.confirmed(self.step)   # a finished run resumed: nothing to train
+
+        def training_seconds():
+            return self.elapsed + time.perf_counter() - start
+
+        with open(log_path, "a" if self.step else "w") as log, GracefulInterrupt() as interrupt:
+            try:
+                while self.step < c.steps and not stop:
+                    t0 = time.perf_counter()
+                    record = self.train_step()
+                    seconds = time.perf_counter() - t0
+                    interrupt.armed = True             # from now on there is a step worth saving
+                    step_times.append(seconds)
+                    record.update(seconds=round(seconds, 5), tokens_per_s=round(record["tokens"] / seconds, 1))
+                    self.stopper.record_batch(record["batch_exact_match"])
+                    last_step = self.step == c.steps
+                    if (c.eval_every and self.step % c.eval_every == 0 or last_step
+                            or self.stopper.evaluation_due(self.step)):
+                        last_eval = self.evaluate(show_wrong=5)
+                        stop = self._record_evaluation(last_eval, record, training_seconds(), bar)
+                    record["elapsed"] = round(training_seconds(), 3)
+                    log.write(json.dumps(record) + "\n")
+                    log.flush()
+                    if c.checkpoint_every and self.step % c.checkpoint_every == 0 or last_step or stop:
+                        self.save(checkpoint_path, training_seconds())
+                        saved_step = self.step
+                    if interrupt.requested:
+                        if saved_step != self.step:
+                            self.save(checkpoint_path, training_seconds())
+                        raise TrainingInterrupted(self.step, checkpoint_path)
+                    if bar is None:
+                        bar = tqdm(total=c.steps, initial=self.step, disable=not progress, desc="training",
+                                   unit="step", mininterval=0.5)
+                    else:
+                        bar.update(1)
+                    bar.set_postfix(loss=f"{record['loss']:.4f}", lr=f"{record['lr']:.2e}",
+                                    tok_s=f"{record['tokens_per_s']:.0f}", refresh=False)
+            finally:
+                if bar is not None:
+                    bar.close()
+        if last_eval is None:      # nothing trained in this session (a finished run resumed)
+            last_eval = self.evaluate(show_wrong=5)
         return {"steps": self.step, "wall_seconds": time.perf_counter() - start,
+                "training_seconds": training_seconds(),
                 "median_step_ms": 1e3 * float(np.median(step_times)) if step_times else None,
-                "exact_match": final.get("exact_match"), "char_accuracy": final.get("char_accuracy"),
+                "exact_match": last_eval["exact_match"], "char_accuracy": last_eval["char_accuracy"],
+                "count": last_eval["count"], "wrong": last_eval["wrong"],
+                "target": c.target_accuracy if self.stopper.enabled else None,
+                "target_confirmed": self.stopper.confirmed(self.step),
+                "reached_step": self.stopper.reached_step, "reached_seconds": self.stopper.reached_seconds,
+                "cooldown_step": self.stopper.hit_step,
                 "checkpoint": checkpoint_path, "log": log_path}
 
+    def _record_evaluation(self, result, record, seconds, bar) -> bool:
+        """Log a held-out evaluation and apply the stopping rule; True when the run is done."""
+        record.update(exact_match=result["exact_match"], char_accuracy=result["char_accuracy"])
+        self.history.append({"step": self.step, "exact_match": result["exact_match"],
+                             "char_accuracy": result["char_accuracy"], "loss": record["loss"]})
+        outcome = self.stopper.record_evaluation(self.step, result["exact_match"], seconds)
+        note = {"hit": "  -> cooling down; the target must hold at its end",
+                "confirmed": "  -> target confirmed: stopping", "missed": "  -> below the target after the cool-down"}
+        message = (f"step {self.step:5d}  loss {record['loss']:.4f}  held-out exact match "
+                   f"{result['exact_match']:.2%}{note.get(outcome, '')}")
+        (bar.write if bar is not None else print)(message)
+        if outcome == "hit" and hasattr(self.schedule, "start_cooldown"):
+            self.schedule.start_cooldown()
+        return outcome == "confirmed"
+
     # ----------------------------------------------------------- checkpoints
-    def save(self, path: str):
+    def save(self, path: str, elapsed: float = None):
         meta = {
             "model_config": self.model_config.to_dict(),
             "train_config": asdict(self.config),
             "step": self.step,
+            "elapsed": self.elapsed if elapsed is None else elapsed,
             "schedule": self.schedule.state_dict(),
+            "stopper": self.stopper.state_dict(),
             "minigrad_rng": minigrad.get_rng_state(),
             "data_rng": self.data_rng.bit_generator.state,
             "history": self.history,
@@ -158,30 +247,41 @@ class Trainer:
         save_checkpoint(path, self.model.state_dict(), self.optimizer.state_dict(), meta)
 
     @classmethod
-    def resume(cls, path: str, out_dir: str = None, steps: int = None) -> "Trainer":
-        """Rebuild a run from its checkpoint; ``steps`` may extend the total."""
+    def resume(cls, path: str, out_dir: str = None, steps: int = None, **overrides) -> "Trainer":
+        """Rebuild a run from its checkpoint. ``steps`` may change the maximum, ``overrides``
+        other TrainConfig fields (e.g. target_accuracy); unchanged, the run continues exactly
+        as the uninterrupted one would."""
         model_state, optimizer_state, meta = load_checkpoint(path)
         try:
             train_values = dict(meta["train_config"])
             if steps is not None:
                 train_values["steps"] = steps
-            trainer = cls(ModelConfig.from_dict(meta["model_config"]), TrainConfig(**train_values),
-                          out_dir or os.path.dirname(os.path.abspath(path)))
-            trainer.model.load_state_dict(model_state)
-            trainer.optimizer.load_state_dict(optimizer_state)
-            trainer.schedule.load_state_dict(meta["schedule"])
-            trainer.step = int(meta["step"])
-            trainer.history = list(meta.get("history", []))
-            minigrad.set_rng_state(meta["minigrad_rng"])
-            trainer.data_rng.bit_generator.state = meta["data_rng"]
+            train_values.update(overrides)
+            model_config = ModelConfig.from_dict(meta["model_config"])
+            train_config = TrainConfig(**train_values)
         except (KeyError, ValueError, TypeError) as error:
             raise CheckpointError(f"checkpoint {path} does not describe a training run this code can "
                                   f"resume ({error})") from None
+        trainer = cls(model_config, train_config, out_dir or os.path.dirname(os.path.abspath(path)))
+        try:
+            trainer.model.load_state_dict(model_state)
+            trainer.optimizer.load_state_dict(optimizer_state)
+            trainer.schedule.load_state_dict(meta["schedule"])
+            trainer.stopper.load_state_dict(meta.get("stopper", {}))
+            trainer.step = int(meta["step"])
+            trainer.elapsed = float(meta.get("elapsed", 0.0))
+            trainer.history = list(meta.get("history", []))
+            minigrad.set_rng_state(meta["minigrad_rng"])
+            trainer.data_rng.bit_generator.state = meta["data_rng"]
+        except (KeyError, ValueError, TypeError, AttributeError) as error:
+            raise CheckpointError(f"checkpoint {path} does not describe a training run this code can "
+                                  f"resume ({error})") from None
+        trainer.resumed_from = os.fspath(path)
         return trainer
 
 
 def load_model(path: str) -> Transformer:
-    """The trained model in a checkpoint, ready for decoding."""
+    """The trained model in a checkpoint, ready for decoding (checked before it is built)."""
     model_state, _, meta = load_checkpoint(path)
     try:
         model = Transformer(ModelConfig.from_dict(meta["model_config"]))

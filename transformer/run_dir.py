@@ -1,0 +1,168 @@
+"""The folder a training run writes to: checks before training, a lock, the log on resume.
+
+One run owns one folder (``model.npz``, ``train_log.jsonl``). Nothing the user made is
+overwritten by accident:
+  - a new run into a folder that already holds a checkpoint refuses (``--force`` replaces it,
+    ``--resume`` continues it);
+  - a lock file holding the writer's pid keeps a second run out of the folder while the
+    first is alive; a lock whose pid is gone (a killed run) is stale and is taken over;
+  - temporary checkpoint files left by a killed save (``.tmp-*.npz``) are removed;
+  - on resume the log is cut back to the checkpoint's step, so it never holds a step twice.
+"""
+import glob
+import json
+import os
+import time
+
+CHECKPOINT_NAME = "model.npz"
+LOG_NAME = "train_log.jsonl"
+LOCK_NAME = ".dates-train.lock"
+
+
+class RunFolderError(Exception):
+    """The output folder cannot be used (one-line message that says what to do)."""
+
+
+def check_writable_folder(folder: str):
+    """Create ``folder`` if needed; RunFolderError unless it is a folder we can write to."""
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise RunFolderError(f"--out {folder} is a file, not a folder: choose a folder for the checkpoint and log")
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as error:
+        raise RunFolderError(f"cannot create the output folder {folder}: {error.strerror or error}; "
+                             "choose another --out") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise RunFolderError(f"cannot write to the output folder {folder} (permission denied); choose another --out")
+    checkpoint = os.path.join(folder, CHECKPOINT_NAME)
+    if os.path.isdir(checkpoint):
+        raise RunFolderError(f"{checkpoint} is a folder, so no checkpoint can be written there; "
+                             "move it away or choose another --out")
+
+
+def refuse_to_overwrite(folder: str):
+    """A new run must not replace a checkpoint the user already has."""
+    checkpoint = os.path.join(folder, CHECKPOINT_NAME)
+    if os.path.exists(checkpoint):
+        raise RunFolderError(f"{folder} already holds a checkpoint ({checkpoint}): continue it with "
+                             f"--resume {checkpoint}, replace it with --force, or choose another --out")
+
+
+def remove_stale_temporaries(folder: str):
+    """Temporary checkpoints (``.tmp-*.npz``) left behind by a save that was killed."""
+    for path in glob.glob(os.path.join(glob.escape(folder), ".tmp-*.npz")):
+        try:
+            os.remove(path)
+        except OSError:
+            pass
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:          # alive, but another user's
+        return True
+    except OSError:
+        return False
+    return True
+
+
+_BEING_WRITTEN = "being written"
+
+
+class RunLock:
+    """``with RunLock(folder):`` - at most one live training run per folder.
+
+    The lock file holds the owner's pid. It is created with O_EXCL (atomic); a lock whose
+    pid is no longer alive is left over from a killed run and is replaced.
+    """
+
+    def __init__(self, folder: str):
+        self.path = os.path.join(folder, LOCK_NAME)
+        self.held = False
+
+    def acquire(self):
+        for _ in range(3):
+            try:
+                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                owner = self._owner()
+                if owner == _BEING_WRITTEN or (owner is not None and owner > 0 and owner != os.getpid()
+                                               and _pid_alive(owner)):
+                    pid = "?" if owner == _BEING_WRITTEN else owner
+                    raise RunFolderError(
+                        f"another dates-train (pid {pid}) is writing to {os.path.dirname(self.path)}; "
+                        "wait for it to finish or choose another --out") from None
+                try:                 # stale: its run was killed
+                    os.remove(self.path)
+                except FileNotFoundError:
+                    pass
+                continue
+            with os.fdopen(fd, "w") as f:
+                f.write(f"{os.getpid()}\n")
+            self.held = True
+            return self
+        raise RunFolderError(f"could not take the lock {self.path}; remove it if no run is using the folder")
+
+    def _owner(self):
+        try:
+            with open(self.path) as f:
+                text = f.read().strip()
+        except OSError:
+            return None
+        if not text:                 # being written this instant by its creator: treat as held
+            return _BEING_WRITTEN if self._young() else None
+        try:
+            return int(text)
+        except ValueError:
+            return None
+
+    def _young(self) -> bool:
+        try:
+            return time.time() - os.stat(self.path).st_mtime < 5.0
+        except OSError:
+            return False
+
+    def release(self):
+        if self.held and self._owner() == os.getpid():   # never remove another run's lock
+            try:
+                os.remove(self.path)
+            except OSError:
+                pass
+        self.held = False
+
+    def __enter__(self):
+        return self.acquire()
+
+    def __exit__(self, *exc):
+        self.release()
+
+
+def read_log(path: str) -> list:
+    """The records of a training log (a torn last line from a killed run is skipped)."""
+    records = []
+    try:
+        with open(path) as f:
+            for line in f:
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if isinstance(record, dict) and isinstance(record.get("step"), int):
+                    records.append(record)
+    except FileNotFoundError:
+        pass
+    return records
+
+
+def cut_log(source: str, destination: str, step: int):
+    """Write the records of ``source`` up to ``step`` to ``destination`` (atomically; the two
+    may be the same file): a resumed run then appends without repeating a step."""
+    kept = [r for r in read_log(source) if r["step"] <= step]
+    tmp = f"{destination}.tmp-{os.getpid()}"
+    with open(tmp, "w") as f:
+        for record in kept:
+            f.write(json.dumps(record) + "\n")
+    os.replace(tmp, destination)
