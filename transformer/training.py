@@ -19,6 +19,7 @@ import numpy as np
 import minigrad
 from minigrad import functional as F
 from minigrad import optim
+from minigrad.threads import TrainingThreads
 
 from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from .config import ModelConfig
@@ -114,12 +115,14 @@ class Trainer:
         c = self.config
         start = time.perf_counter()
         step_times = []
+        blas_threads = TrainingThreads()   # BLAS threads per step, chosen by timing (minigrad/threads.py)
         log_mode = "a" if self.step else "w"
         with open(log_path, log_mode) as log, tqdm(total=c.steps, initial=self.step, disable=not progress,
                                                    desc="training", unit="step", mininterval=0.5) as bar:
             while self.step < c.steps:
                 t0 = time.perf_counter()
-                record = self.train_step()
+                with blas_threads.step():
+                    record = self.train_step()
                 seconds = time.perf_counter() - t0
                 step_times.append(seconds)
                 record.update(seconds=round(seconds, 5), tokens_per_s=round(record["tokens"] / seconds, 1),
