@@ -93,7 +93,7 @@ class AdaptiveThreads:
       after ``window`` timed steps of the first count.
     """
 
-    def __init__(self, counts=(1, 2), warmup=2, window=8, recent=3, probe_steps=3, min_interval=30,
+    def __init__(self, counts=(1, 2), warmup=2, window=8, recent=3, probe_steps=3, min_interval=50,
                  budget=0.02, abort_ratio=1.3, margin=0.95, slowdown=1.5):
         if len(counts) != 2 or counts[0] == counts[1]:
             raise ValueError(f"AdaptiveThreads chooses between two different thread counts, got {counts!r}")
