@@ -3,6 +3,8 @@
     python examples/benchmark.py            # everything (a few minutes)
     python examples/benchmark.py --quick    # fewer repetitions
     python examples/benchmark.py --skip-kernels
+    python examples/benchmark.py --skip-kernels --skip-end-to-end --load 0,1,2 \
+        --torch-python /tmp/torchref/bin/python       # under 0, 1, 2 busy processes
 
 Part 1 (examples/benchmark_kernels.py): each Numba kernel against its numpy
 twin, compile time with an empty cache and warm start-up.
@@ -11,8 +13,14 @@ config, batch 128) and greedy-decode throughput on the 2,000 held-out dates,
 once with the Numba kernels and once with the pure-numpy path
 (``kernels.use_backend("numpy")``).
 
+Part 3, with ``--load`` (examples/benchmark_load.py): the training step and
+greedy decoding while N busy background processes of the benchmark's own share
+the machine, for each BLAS thread setting and, with ``--torch-python``, the
+PyTorch reference.
+
 Figures are medians over many repetitions; the first steps (compilation,
-warm-up) are left out of the medians.
+warm-up) are left out of the medians. BLAS threads follow minigrad's policy
+(``minigrad/threads.py``) unless ``MINIGRAD_BLAS_THREADS`` forces a count.
 """
 import argparse
 import os
@@ -43,17 +51,20 @@ def use_fused_attention(model, fused: bool):
 
 def time_training_steps(backend: str, steps: int, warmup: int = 3, fused: bool = True) -> dict:
     from minigrad import kernels
+    from minigrad.threads import TrainingThreads
     from transformer.training import TrainConfig, Trainer
 
     with kernels.use_backend(backend):
         trainer = Trainer(train_config=TrainConfig(steps=steps + warmup, eval_every=0, checkpoint_every=0))
         use_fused_attention(trainer.model, fused)
+        threads = TrainingThreads()                        # as dates-train does
         times = []
         for i in range(steps + warmup):
-            start = time.perf_counter()
-            trainer.train_step()
-            if i >= warmup:
-                times.append(time.perf_counter() - start)
+            with threads.step():
+                start = time.perf_counter()
+                trainer.train_step()
+                if i >= warmup:
+                    times.append(time.perf_counter() - start)
     return {"median_ms": 1e3 * statistics.median(times),
             "p10_ms": 1e3 * float(np.percentile(times, 10)), "p90_ms": 1e3 * float(np.percentile(times, 90))}
 
@@ -104,6 +115,15 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
     parser.add_argument("--skip-kernels", action="store_true", help="only the end-to-end part")
     parser.add_argument("--skip-end-to-end", action="store_true", help="only the kernel part")
+    parser.add_argument("--load", type=load_levels, default=None, metavar="N,N,...",
+                        help="also time training and decoding with this many busy background processes, e.g. 0,1,2")
+    parser.add_argument("--torch-python", default=None, metavar="PATH",
+                        help="a Python with torch: adds the PyTorch reference to --load")
+    parser.add_argument("--torch-script", default=None, metavar="PATH",
+                        help="the reference script (default ../shared/bench/torch_dates.py beside the repo)")
+    parser.add_argument("--rounds", type=int, default=None, help="alternating rounds per load (default 2, quick 1)")
+    parser.add_argument("--load-steps", type=int, default=None,
+                        help="minigrad steps per block under load (default 30, quick 15)")
     args = parser.parse_args(argv)
     if args.skip_kernels:
         print(f"machine: {machine_summary()}")
@@ -112,7 +132,24 @@ def main(argv=None):
         run_kernel_benchmarks(quick=args.quick)
     if not args.skip_end_to_end:
         run_end_to_end(args.quick)
+    if args.load is not None:
+        from benchmark_load import DEFAULT_TORCH_SCRIPT, run_load_benchmark
+        rounds = args.rounds or (1 if args.quick else 2)
+        steps = args.load_steps or (15 if args.quick else 30)
+        run_load_benchmark(args.load, args.torch_python, args.torch_script or DEFAULT_TORCH_SCRIPT,
+                           rounds=rounds, steps=steps, torch_steps=max(30, 2 * steps))
     return 0
+
+
+def load_levels(text: str):
+    """``"0,1,2"`` -> [0, 1, 2]: numbers of busy background processes."""
+    try:
+        levels = [int(part) for part in text.split(",")]
+    except ValueError:
+        levels = None
+    if not levels or any(level < 0 or level > 16 for level in levels):
+        raise argparse.ArgumentTypeError(f"--load wants busy-process counts 0..16 separated by commas, got {text!r}")
+    return levels
 
 
 if __name__ == "__main__":

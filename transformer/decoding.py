@@ -2,9 +2,11 @@
 
 All three encode the source once and then add one token at a time with the
 decoder's key/value caches (``Transformer.decode_step``), stop a sequence at
-``<eos>`` and run under ``no_grad`` in eval mode. They return token ids
-(B, max_len) padded with ``<pad>`` after ``<eos>``; ``dates.decode_batch`` turns
-them into strings.
+``<eos>`` and run under ``no_grad`` in eval mode, with BLAS on one thread unless
+``MINIGRAD_BLAS_THREADS`` says otherwise (``minigrad.threads.decoding_threads``:
+one new token per sequence makes products too small to gain much from a second
+thread, and on a busy machine that thread stalls). They return token ids (B, max_len) padded with ``<pad>`` after
+``<eos>``; ``dates.decode_batch`` turns them into strings.
 """
 import contextlib
 
@@ -12,6 +14,7 @@ import numpy as np
 
 from minigrad import Tensor, no_grad
 from minigrad import functional as F
+from minigrad.threads import decoding_threads
 
 from .dates import EOS, PAD, SOS, TGT_LEN
 
@@ -20,11 +23,11 @@ MAX_OUTPUT = TGT_LEN - 1   # <sos> is given, so at most 19 tokens follow it
 
 @contextlib.contextmanager
 def inference(model):
-    """no_grad + eval mode, restoring the model's previous mode afterwards."""
+    """no_grad + eval mode + decoding's BLAS thread count, restoring the model's previous mode afterwards."""
     was_training = model.training
     model.eval()
     try:
-        with no_grad():
+        with no_grad(), decoding_threads():
             yield
     finally:
         model.train(was_training)

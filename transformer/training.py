@@ -20,6 +20,7 @@ import numpy as np
 import minigrad
 from minigrad import functional as F
 from minigrad import optim
+from minigrad.threads import TrainingThreads
 
 from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from .config import ModelConfig
@@ -164,6 +165,7 @@ class Trainer:
         start = time.perf_counter()
         step_times, bar, last_eval, saved_step = [], None, None, None
         stop = self.stopper.confirmed(self.step)   # a finished run resumed: nothing to train
+        blas_threads = TrainingThreads()   # BLAS threads per step, chosen by timing (minigrad/threads.py)
 
         def training_seconds():
             return self.elapsed + time.perf_counter() - start
@@ -172,7 +174,8 @@ class Trainer:
             try:
                 while self.step < c.steps and not stop:
                     t0 = time.perf_counter()
-                    record = self.train_step()
+                    with blas_threads.step():
+                        record = self.train_step()
                     seconds = time.perf_counter() - t0
                     interrupt.armed = True             # from now on there is a step worth saving
                     step_times.append(seconds)

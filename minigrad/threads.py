@@ -1,0 +1,199 @@
+"""How many threads BLAS (the Linear layers' matrix products) may use, chosen by measurement.
+
+On a quiet two-core machine OpenBLAS's second thread makes a training step faster.
+When another program keeps a core busy, that thread has to wait for the core after
+every product, and the same step becomes several times slower. Neither fixed
+setting is right, so:
+
+- training (``TrainingThreads``) times its own steps and now and then tries the
+  other setting for a few steps, keeping whichever is faster: it follows the
+  machine as load comes and goes (the rule is ``AdaptiveThreads``);
+- decoding (``decoding_threads``) always uses one thread: one new token per
+  sequence makes small products that gain little from a second thread on a quiet
+  machine and lose several-fold on a busy one.
+
+``MINIGRAD_BLAS_THREADS=N`` forces N threads for both; ``auto`` (the default) is the
+policy above. If BLAS itself was started with one thread (``OPENBLAS_NUM_THREADS=1``),
+``auto`` keeps one. Thread counts are switched at run time with threadpoolctl.
+"""
+import contextlib
+import os
+import statistics
+import time
+from collections import Counter, deque
+
+import numpy  # noqa: F401  (threadpoolctl only finds BLAS libraries that are already loaded)
+
+ENV_VAR = "MINIGRAD_BLAS_THREADS"
+
+_blas = None            # threadpoolctl controller of the loaded BLAS libraries (made once: ~10 ms)
+_blas_default = 1       # threads BLAS had before anyone limited it
+
+
+def blas_setting(value=None):
+    """``"auto"`` or a forced thread count, from ``value`` or else ``$MINIGRAD_BLAS_THREADS``."""
+    source = "argument"
+    if value is None:
+        value, source = os.environ.get(ENV_VAR, "auto"), ENV_VAR
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in ("", "auto"):
+            return "auto"
+        value = int(text) if text.isdigit() else value
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{source}: BLAS threads must be 'auto' or a whole number >= 1, got {value!r}")
+    return value
+
+
+def _controller():
+    global _blas, _blas_default
+    if _blas is None:
+        from threadpoolctl import ThreadpoolController
+        _blas = ThreadpoolController().select(user_api="blas")
+        _blas_default = max((lib.num_threads for lib in _blas.lib_controllers), default=1)
+    return _blas
+
+
+def blas_default_threads() -> int:
+    """Threads BLAS uses when nobody limits it (1 if threadpoolctl finds no BLAS)."""
+    _controller()
+    return _blas_default
+
+
+@contextlib.contextmanager
+def blas_threads(count: int):
+    """Run the block with BLAS limited to ``count`` threads; the previous count is restored after."""
+    with _controller().limit(limits=count):    # ~10 us: negligible next to a step or a decode
+        yield count
+
+
+def decoding_threads(setting=None):
+    """The BLAS limit for decoding: one thread under ``auto``, else the forced count."""
+    setting = blas_setting(setting)
+    return blas_threads(1 if setting == "auto" else setting)
+
+
+class AdaptiveThreads:
+    """Which of two thread counts the next training step uses, from the times of the steps so far.
+
+    Pure bookkeeping (no clock, no threads): call ``choose()`` before a step and
+    ``record(seconds)`` after it. The *incumbent* count runs; now and then the other
+    count is *probed* for up to ``probe_steps`` steps and takes over if its median beats
+    the incumbent's recent median (last ``recent`` steps) by the factor ``margin``.
+
+    - A probe step slower than ``abort_ratio`` x that median ends the probe at once,
+      so a bad setting (two threads on a busy machine) costs one step.
+    - The next probe comes after ``min_interval`` steps, and not before the steps since
+      the last probe have taken ``1 / budget`` times what that probe cost beyond the
+      incumbent (after a switch: what probing the old count would cost now), so
+      probing costs at most ~``budget`` of the training time.
+    - If the incumbent suddenly slows (median of its last ``recent`` steps more than
+      ``slowdown`` x the median of its steps before them: load has arrived), probe now.
+    - The first ``warmup`` steps (compilation) are not timed; the first probe comes
+      after ``window`` timed steps of the first count.
+    """
+
+    def __init__(self, counts=(1, 2), warmup=2, window=8, recent=3, probe_steps=3, min_interval=50,
+                 budget=0.02, abort_ratio=1.3, margin=0.95, slowdown=1.5):
+        if len(counts) != 2 or counts[0] == counts[1]:
+            raise ValueError(f"AdaptiveThreads chooses between two different thread counts, got {counts!r}")
+        if not window > recent >= 1 or probe_steps < 1 or min_interval < 1 or not 0 < budget < 1:
+            raise ValueError("AdaptiveThreads needs window > recent >= 1, probe_steps >= 1, "
+                             "min_interval >= 1 and 0 < budget < 1")
+        self.incumbent, self.challenger = counts      # start with the first (one thread: safe)
+        self.warmup_left, self.recent, self.probe_steps = warmup, recent, probe_steps
+        self.min_interval, self.budget, self.abort_ratio = min_interval, budget, abort_ratio
+        self.margin, self.slowdown = margin, slowdown
+        self.times = deque(maxlen=window)             # the incumbent's latest step times
+        self.probe_times = []
+        self.probing = False
+        self.next_probe_after = window                # steps of the incumbent before the next probe
+        self.steps_since_probe = 0
+        self.seconds_since_probe = 0.0
+        self.probe_cost = 0.0                         # seconds the next probe may cost beyond the incumbent
+        self.steps_with = Counter()                   # timed steps run with each count
+        self.switches = 0
+
+    def choose(self) -> int:
+        """The thread count for the next step."""
+        return self.challenger if self.probing else self.incumbent
+
+    def record(self, seconds: float):
+        """The step just run with ``choose()``'s count took ``seconds``."""
+        if self.warmup_left:
+            self.warmup_left -= 1
+            return
+        self.steps_with[self.choose()] += 1
+        if self.probing:
+            self._record_probe(seconds)
+            return
+        self.times.append(seconds)
+        self.steps_since_probe += 1
+        self.seconds_since_probe += seconds
+        if self._probe_due():
+            self.probing = True
+
+    def _reference(self) -> float:
+        return statistics.median(list(self.times)[-self.recent:])
+
+    def _slowed_down(self) -> bool:
+        times = list(self.times)
+        before = times[:-self.recent]
+        return len(before) >= self.recent and self._reference() > self.slowdown * statistics.median(before)
+
+    def _probe_due(self) -> bool:
+        if len(self.times) < self.recent or self.seconds_since_probe * self.budget < self.probe_cost:
+            return False
+        return self.steps_since_probe >= self.next_probe_after or self._slowed_down()
+
+    def _record_probe(self, seconds: float):
+        self.probe_times.append(seconds)
+        reference = self._reference()
+        aborted = seconds > self.abort_ratio * reference
+        if not aborted and len(self.probe_times) < self.probe_steps:
+            return
+        won = not aborted and statistics.median(self.probe_times) < self.margin * reference
+        if won:
+            # what probing the old count would cost now: one step if the abort rule would stop it
+            new = statistics.median(self.probe_times)
+            self.probe_cost = (reference - new) * (1 if reference > self.abort_ratio * new else self.probe_steps)
+            self.incumbent, self.challenger = self.challenger, self.incumbent
+            self.times = deque(self.probe_times, maxlen=self.times.maxlen)
+            self.switches += 1
+        else:
+            self.probe_cost = max(0.0, sum(self.probe_times) - reference * len(self.probe_times))
+            self.times = deque(list(self.times)[-self.recent:], maxlen=self.times.maxlen)  # now's level
+        self.probing, self.probe_times = False, []
+        self.steps_since_probe, self.seconds_since_probe = 0, 0.0
+        self.next_probe_after = self.min_interval
+
+
+class TrainingThreads:
+    """The BLAS thread count for each training step: wrap the step in ``with threads.step():``.
+
+    ``setting`` is ``"auto"`` (``AdaptiveThreads`` between one thread and BLAS's own
+    count), a forced count, or ``None`` to read ``$MINIGRAD_BLAS_THREADS`` (default auto).
+    """
+
+    def __init__(self, setting=None, **adaptive_options):
+        self.setting = blas_setting(setting)
+        most = blas_default_threads()
+        self.policy = None
+        if self.setting == "auto" and most > 1:
+            self.policy = AdaptiveThreads((1, most), **adaptive_options)
+        self.fixed = most if self.setting == "auto" else self.setting
+
+    @property
+    def current(self) -> int:
+        """The thread count the next step will use."""
+        return self.policy.choose() if self.policy else self.fixed
+
+    @contextlib.contextmanager
+    def step(self):
+        """Run one step under the chosen thread count and tell the policy how long it took."""
+        with blas_threads(self.current) as count:
+            start = time.perf_counter()
+            yield count
+            seconds = time.perf_counter() - start
+        if self.policy:
+            self.policy.record(seconds)
