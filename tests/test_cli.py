@@ -330,19 +330,32 @@ def test_closed_stdout_ends_quietly(checkpoint):
 
 
 # ------------------------------------------------------ compile notice, bar
-@pytest.mark.parametrize("probe, expected", [
-    (lambda: True, "compiling kernels, first run only: ~4 s\n"),
-    (lambda: False, ""),
-    (None, ""),                                               # a minigrad without the probe: say nothing
-    (lambda: 1 / 0, ""),                                      # a failing probe never stops a command
-])
-def test_compile_notice_only_when_the_cache_is_cold(checkpoint, capsys, monkeypatch, probe, expected):
+@pytest.mark.parametrize("cold", [True, False])
+def test_compile_notice_only_when_the_training_kernels_are_cold(capsys, monkeypatch, cold):
     import minigrad.kernels
-    monkeypatch.delattr(minigrad.kernels, "cache_is_cold", raising=False)
-    if probe is not None:
-        monkeypatch.setattr(minigrad.kernels, "cache_is_cold", probe, raising=False)
+    monkeypatch.setattr(minigrad.kernels, "cache_is_cold", lambda training=True: cold and training)
+    cli._announce_compile(8)
+    assert capsys.readouterr().err == ("compiling kernels, first run only: ~8 s\n" if cold else "")
+
+
+@pytest.mark.parametrize("cold, backend", [(True, "numpy"), (False, "numba")])
+def test_decoding_commands_compile_nothing_on_a_cold_cache(checkpoint, capsys, monkeypatch, cold, backend):
+    """Compiling the forward kernels takes seconds; a few dates decode in milliseconds on
+    the numpy twins, so a cold cache means numpy (and no compile notice)."""
+    import minigrad.kernels
+    from transformer import decoding
+    monkeypatch.setattr(minigrad.kernels, "cache_is_cold", lambda training=True: cold)
+    backends = []
+    real = decoding.greedy_decode
+
+    def spy(*args, **kwargs):
+        backends.append(minigrad.kernels.get_backend())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(decoding, "greedy_decode", spy)
     code, out, err = run(cli.translate_main, ["1996-09-08", "--checkpoint", checkpoint], capsys)
-    assert code == 0 and err == expected
+    assert code == 0 and err == "" and backends == [backend]
+    assert minigrad.kernels.get_backend() == "numba"          # switched back afterwards
 
 
 def test_progress_bar_starts_after_the_first_step(tmp_path, monkeypatch):

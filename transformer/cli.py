@@ -10,6 +10,7 @@ Ctrl-C in dates-train saves the last completed step and exits with 130; a closed
 (`| head -1`) ends quietly.
 """
 import argparse
+import contextlib
 import functools
 import json
 import math
@@ -46,15 +47,21 @@ def _finite(text: str) -> float:
 
 
 def _announce_compile(seconds: int):
-    """One line, only when the Numba cache is cold (nothing if this minigrad cannot tell)."""
-    import minigrad.kernels
-    is_cold = getattr(minigrad.kernels, "cache_is_cold", None)
-    try:
-        cold = is_cold is not None and is_cold()
-    except Exception:          # a failed probe must never stop a command: say nothing
-        cold = False
-    if cold:
+    """One line, only when the training kernels' Numba cache is cold (they compile on the first step)."""
+    from minigrad import kernels
+    if kernels.cache_is_cold(training=True):
         print(f"compiling kernels, first run only: ~{seconds} s", file=sys.stderr, flush=True)
+
+
+def _decoding_kernels():
+    """The kernel backend for a command that only decodes.
+
+    With a warm cache the Numba kernels load in milliseconds. With a cold one,
+    compiling the forward kernels takes seconds, more than decoding a few dates (or
+    all 2,000 held-out ones) on their numpy twins: use those and compile nothing.
+    """
+    from minigrad import kernels
+    return kernels.use_backend("numpy") if kernels.cache_is_cold(training=False) else contextlib.nullcontext()
 
 
 def _quiet_on_closed_stdout(main):
@@ -260,17 +267,17 @@ def translate_main(argv=None) -> int:
             return _fail("--top-k only applies to sampling: add --temperature T")
         if args.seed is not None and args.seed < 0:
             return _fail(f"--seed must be >= 0, got {args.seed}")
-        _announce_compile(4)
         model = load_model(args.checkpoint)
     except (DateError, CheckpointError) as error:
         return _fail(str(error))
     src = encode_batch(texts, SRC_LEN)
-    if args.beam:
-        ids = beam_search(model, src, args.beam)
-    elif args.temperature is not None:
-        ids = sample_decode(model, src, args.temperature, args.top_k, np.random.default_rng(args.seed))
-    else:
-        ids = greedy_decode(model, src)
+    with _decoding_kernels():
+        if args.beam:
+            ids = beam_search(model, src, args.beam)
+        elif args.temperature is not None:
+            ids = sample_decode(model, src, args.temperature, args.top_k, np.random.default_rng(args.seed))
+        else:
+            ids = greedy_decode(model, src)
     for text, output in zip(texts, decode_batch(ids)):
         print(f"{text} -> {output}")
     return 0
@@ -298,10 +305,10 @@ def evaluate_main(argv=None) -> int:
         model = load_model(args.checkpoint)
     except CheckpointError as error:
         return _fail(str(error))
-    _announce_compile(4)
     data = DateDataset()
     start = time.perf_counter()
-    result = evaluate(model, data.test_src, data.test_tgt, beam_size=args.beam, show_wrong=args.show)
+    with _decoding_kernels():
+        result = evaluate(model, data.test_src, data.test_tgt, beam_size=args.beam, show_wrong=args.show)
     seconds = time.perf_counter() - start
     if args.json:
         print(json.dumps({**result, "seconds": seconds}))
