@@ -142,6 +142,8 @@ def test_cli_writes_both_files(tmp_path, capsys):
     (["--attention", "cross", "--expr", "a"], "not both"),
     (["--attention", "cross", "--date", "1845-13-45", "--untrained"], "error:"),
     (["--dpi", "5"], "--dpi must be between"),
+    (["--untrained", "--d-model", "8"], "--untrained, --d-model need --attention KIND"),
+    (["--layer", "1"], "--layer need --attention"),
 ])
 def test_bad_input_is_one_line_and_exit_2(argv, message, capsys, tmp_path):
     assert main(argv + ["--out", str(tmp_path / "never")]) == 2

@@ -8,37 +8,31 @@ same generator ``Tensor.backward()`` runs, so the frames show the engine's real
 order. Each frame is ``draw_graph``'s picture of the whole graph with:
 
   the op being processed       red, bold; its output (the gradient coming in) red-bordered
-  tensors it sends grads to    blue border, "+ ∇ just arrived"
+  tensors it sends grads to    blue border, "← just arrived" (or "← just added")
   a tensor's gradient so far   "∇ [0.5, -2]" (or "∇ ‖·‖ 1.23" when big), first values in the tooltip
   a tensor used twice          once a second gradient arrives: "∇ = g1 + g2", orange fill
   not reached yet              "∇ not yet" in grey (keeps every box the same size)
 
-Outputs (``write_animation``): an animated GIF and a self-contained HTML page
-with a step slider over the inline SVG frames (no server, no network, no
-external script); hover a box in the HTML for its tooltip.
+Outputs (``write_animation``, in ``animation_output.py``): an animated GIF and
+a self-contained HTML page with a step slider over the inline SVG frames (no
+server, no network, no external script); hover a box in the HTML for its tooltip.
 """
 import argparse
-import html
-import io
 import os
-import re
-import shutil
-import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from minigrad import Tensor, autograd_steps
 
+from .animation_output import write_animation
 from .details import first_values, norm, tooltip_text
-from .graph import INSTALL_HINT, draw_graph
+from .graph import draw_graph
 from .graph_text import escape, number, shape_text
 
 SHOWN_VALUES = 4            # a gradient with at most this many values shows them; a bigger one its norm
 MAX_FRAMES = 200            # one dot run per frame: beyond this, animate a smaller graph
-FRAME_MS, LAST_FRAME_MS = 1200, 3000
 CURRENT_OP = dict(fillcolor="#ff8787", color="#c92a2a", penwidth="3")
 GRAD_IN = dict(color="#c92a2a", penwidth="3")
 GRAD_OUT = dict(color="#1c7ed6", penwidth="3")
@@ -160,124 +154,9 @@ def _tensor_decorator(arrivals, current_output, sent):
     return decorate
 
 
-# ------------------------------------------------------------------ output
-def write_animation(frames, out_stem, formats=("gif", "html"), dpi=72, frame_ms=FRAME_MS) -> list:
-    """Render every frame with dot once (SVG and PNG together) and write ``<out_stem>.gif``/``.html``.
-
-    Returns the paths written. Raises RuntimeError (with how to install it) without Graphviz's ``dot``.
-    """
-    if not frames:
-        raise ValueError("no frames: backward processed no op (is the root a leaf?)")
-    unknown = set(formats) - {"gif", "html"}
-    if unknown:
-        raise ValueError(f"unknown format(s) {', '.join(sorted(unknown))}; choose gif and/or html")
-    if shutil.which("dot") is None:
-        raise RuntimeError(f"Graphviz's `dot` program is not on PATH; {INSTALL_HINT}")
-    out_stem = os.fspath(out_stem)
-    if os.path.dirname(out_stem):
-        os.makedirs(os.path.dirname(out_stem), exist_ok=True)
-    svgs, pngs = _render_all(frames, dpi, want_png="gif" in formats)
-    written = []
-    if "gif" in formats:
-        written.append(write_gif(pngs, out_stem + ".gif", frame_ms))
-    if "html" in formats:
-        written.append(write_html(svgs, [f.caption for f in frames], out_stem + ".html", frame_ms))
-    return written
-
-
-def _render_all(frames, dpi, want_png):
-    svgs, pngs = [], []
-    with tempfile.TemporaryDirectory() as tmp:
-        for frame in frames:
-            frame.digraph.attr(dpi=str(dpi))
-            svg_path, png_path = os.path.join(tmp, "frame.svg"), os.path.join(tmp, "frame.png")
-            command = ["dot", "-Tsvg", "-o", svg_path] + (["-Tpng", "-o", png_path] if want_png else [])
-            done = subprocess.run(command, input=frame.digraph.source.encode("utf-8"), capture_output=True)
-            if done.returncode != 0:
-                raise RuntimeError(f"dot failed on frame {frame.number} (a bug in viz: please report it): "
-                                   f"{done.stderr.decode(errors='replace').strip()}")
-            with open(svg_path, encoding="utf-8") as f:
-                svgs.append(f.read())
-            if want_png:
-                with open(png_path, "rb") as f:
-                    pngs.append(f.read())
-    return svgs, pngs
-
-
-def write_gif(pngs, path, frame_ms=FRAME_MS) -> str:
-    """PNG frames -> one looping GIF; frames of different sizes are padded (white) to the largest."""
-    from PIL import Image
-
-    images = [Image.open(io.BytesIO(data)).convert("RGB") for data in pngs]
-    width, height = max(i.width for i in images), max(i.height for i in images)
-    padded = []
-    for image in images:
-        canvas = Image.new("RGB", (width, height), "white")
-        canvas.paste(image, ((width - image.width) // 2, 0))
-        padded.append(canvas.quantize(colors=128, method=Image.Quantize.MEDIANCUT))
-    durations = [frame_ms] * (len(padded) - 1) + [LAST_FRAME_MS]
-    padded[0].save(path, save_all=True, append_images=padded[1:], duration=durations, loop=0,
-                   optimize=False, disposal=1)
-    return path
-
-
-HTML_PAGE = """<!DOCTYPE html>
-<html><head><meta charset="utf-8"><title>{title}</title>
-<style>
-body {{ font-family: Helvetica, Arial, sans-serif; margin: 1em; }}
-.frame {{ display: none; }} .frame.shown {{ display: block; }}
-#caption {{ font-size: 15px; margin: 0.5em 0; min-height: 2.5em; }}
-input[type=range] {{ width: 60%; vertical-align: middle; }}
-</style></head><body>
-<h2>{title}</h2>
-<div><button id="prev">&#9664;</button> <input type="range" id="step" min="1" max="{count}" value="1">
-<button id="next">&#9654;</button> <button id="play">play</button> <span id="number"></span></div>
-<div id="caption"></div>
-{frames}
-<script>
-var captions = {captions};
-var slider = document.getElementById("step"), timer = null;
-function show(n) {{
-  n = Math.max(1, Math.min(captions.length, n));
-  slider.value = n;
-  document.querySelectorAll(".frame").forEach(function (f, i) {{ f.className = i + 1 == n ? "frame shown" : "frame"; }});
-  document.getElementById("caption").textContent = captions[n - 1];
-  document.getElementById("number").textContent = n + " / " + captions.length;
-}}
-slider.oninput = function () {{ show(+slider.value); }};
-document.getElementById("prev").onclick = function () {{ show(+slider.value - 1); }};
-document.getElementById("next").onclick = function () {{ show(+slider.value + 1); }};
-document.getElementById("play").onclick = function () {{
-  if (timer) {{ clearInterval(timer); timer = null; this.textContent = "play"; return; }}
-  this.textContent = "pause";
-  if (+slider.value == captions.length) show(1);
-  timer = setInterval(function () {{ show(+slider.value + 1); }}, {frame_ms});
-}};
-show(1);
-</script></body></html>
-"""
-
-
-def write_html(svgs, captions, path, frame_ms=FRAME_MS, title="The backward pass, one op at a time") -> str:
-    """One page: every SVG frame inline (ids made unique per frame), a slider, prev/next/play."""
-    import json
-
-    blocks = [f'<div class="frame" id="frame{i + 1}">{_inline_svg(svg, f"f{i + 1}_")}</div>'
-              for i, svg in enumerate(svgs)]
-    page = HTML_PAGE.format(title=html.escape(title), count=len(svgs), frames="\n".join(blocks),
-                            captions=json.dumps(captions).replace("</", "<\\/"), frame_ms=frame_ms)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(page)
-    return path
-
-
-def _inline_svg(svg: str, prefix: str) -> str:
-    """dot's SVG file -> an element for inline use: no XML prologue/doctype, ids prefixed."""
-    svg = svg[svg.index("<svg"):]
-    return re.sub(r'\bid="', f'id="{prefix}', svg)
-
-
 # --------------------------------------------------------------------- inputs
+MODEL_OPTIONS = ("checkpoint", "untrained", "seed", "d_model", "heads", "layers")
+DEFAULT_DATE = "1845-01-05"
 DEFAULT_EXPR = "(a * b + a).tanh().sum()"
 DEFAULT_VARS = ("a=0.5,-0.4", "b=0.2,1.5")
 
@@ -330,6 +209,12 @@ def attention_root(model, date, kind, layer, untrained):
 
 
 # ------------------------------------------------------------------------ CLI
+def _model_options_given(args) -> list:
+    """The --attention-only options given on the command line (ignored silently otherwise)."""
+    given = [f"--{name.replace('_', '-')}" for name in MODEL_OPTIONS if getattr(args, name) not in (None, False)]
+    return given + ["--date"] * (args.date != DEFAULT_DATE) + ["--layer"] * (args.layer != 0)
+
+
 def main(argv=None) -> int:
     from transformer.checkpoint import CheckpointError
     from transformer.dates import DateError
@@ -343,8 +228,9 @@ def main(argv=None) -> int:
     parser.add_argument("--var", action="append", metavar="NAME=1,2",
                         help=f"a leaf and its values, repeatable (default: {' '.join(DEFAULT_VARS)})")
     parser.add_argument("--attention", choices=KINDS, help="animate one attention step of the date model instead")
-    parser.add_argument("--layer", type=int, default=0, help="with --attention: layer index (default: 0)")
-    add_model_arguments(parser)
+    attention = parser.add_argument_group("with --attention")
+    attention.add_argument("--layer", type=int, default=0, help="layer index, from 0 (default: %(default)s)")
+    add_model_arguments(attention, default_date=DEFAULT_DATE)
     parser.add_argument("--out", default=os.path.join("runs", "viz", "backward_animation"),
                         help="output path without extension (default: %(default)s)")
     parser.add_argument("--format", action="append", choices=["gif", "html"], help="default: both")
@@ -354,6 +240,10 @@ def main(argv=None) -> int:
     try:
         if args.attention and (args.expr or args.var):
             raise ValueError("give either --attention or --expr/--var, not both")
+        model_options = _model_options_given(args)
+        if model_options and not args.attention:
+            raise ValueError(f"{', '.join(model_options)} need --attention KIND "
+                             "(they choose the model and the step to animate)")
         if not 20 <= args.dpi <= 300:
             raise ValueError(f"--dpi must be between 20 and 300, got {args.dpi}")
         if args.attention:
