@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 
 from .graph import INSTALL_HINT
 
@@ -44,22 +45,26 @@ def write_animation(frames, out_stem, formats=("gif", "html"), dpi=72, frame_ms=
 
 
 def _render_all(frames, dpi, want_png):
-    svgs, pngs = [], []
+    """(SVG texts, PNG bytes) per frame; one ``dot`` process per frame, as many at once as CPUs."""
     with tempfile.TemporaryDirectory() as tmp:
-        for frame in frames:
-            frame.digraph.attr(dpi=str(dpi))
-            svg_path, png_path = os.path.join(tmp, "frame.svg"), os.path.join(tmp, "frame.png")
-            command = ["dot", "-Tsvg", "-o", svg_path] + (["-Tpng", "-o", png_path] if want_png else [])
-            done = subprocess.run(command, input=frame.digraph.source.encode("utf-8"), capture_output=True)
-            if done.returncode != 0:
-                raise RuntimeError(f"dot failed on frame {frame.number} (a bug in viz: please report it): "
-                                   f"{done.stderr.decode(errors='replace').strip()}")
-            with open(svg_path, encoding="utf-8") as f:
-                svgs.append(f.read())
-            if want_png:
-                with open(png_path, "rb") as f:
-                    pngs.append(f.read())
-    return svgs, pngs
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:   # dot runs outside the GIL
+            rendered = list(pool.map(lambda frame: _render_one(frame, dpi, want_png, tmp), frames))
+    return [svg for svg, _ in rendered], [png for _, png in rendered]
+
+
+def _render_one(frame, dpi, want_png, directory):
+    stem = os.path.join(directory, f"frame{frame.number}")
+    command = ["dot", f"-Gdpi={dpi}", "-Tsvg", "-o", stem + ".svg"] + (["-Tpng", "-o", stem + ".png"] * want_png)
+    done = subprocess.run(command, input=frame.digraph.source.encode("utf-8"), capture_output=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"dot failed on frame {frame.number} (a bug in viz: please report it): "
+                           f"{done.stderr.decode(errors='replace').strip()}")
+    with open(stem + ".svg", encoding="utf-8") as f:
+        svg = f.read()
+    if not want_png:
+        return svg, None
+    with open(stem + ".png", "rb") as f:
+        return svg, f.read()
 
 
 def write_gif(pngs, path, frame_ms=FRAME_MS) -> str:
@@ -72,7 +77,7 @@ def write_gif(pngs, path, frame_ms=FRAME_MS) -> str:
     for image in images:
         canvas = Image.new("RGB", (width, height), "white")
         canvas.paste(image, ((width - image.width) // 2, 0))
-        padded.append(canvas.quantize(colors=128, method=Image.Quantize.MEDIANCUT))
+        padded.append(canvas.quantize(colors=128, method=Image.Quantize.FASTOCTREE))  # 10x MEDIANCUT's speed
     durations = [frame_ms] * (len(padded) - 1) + [LAST_FRAME_MS]
     padded[0].save(path, save_all=True, append_images=padded[1:], duration=durations, loop=0,
                    optimize=False, disposal=1)
