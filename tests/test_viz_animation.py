@@ -89,6 +89,17 @@ def test_a_node_used_twice_shows_accumulation_on_the_second_arrival():
     np.testing.assert_allclose(frames[-1].grad_of(x), [7.0])
 
 
+def test_a_hook_that_replaces_a_gradient_is_shown_and_flows_on():
+    a, _ = leaves()
+    h = (a * a).named("h")
+    h.register_hook(lambda g: g * 10)
+    frames = backward_frames((h * 2).sum())
+    mul = frames[-1]                                   # a * a: h's gradient after the hook
+    assert "∇ after hook [20, 20]" in mul.digraph.source
+    np.testing.assert_allclose(mul.grad_of(h), [20.0, 20.0])
+    np.testing.assert_allclose(mul.grad_of(a), a.grad)   # 20 * 2a, what the engine computed
+
+
 def test_frames_before_arrival_say_not_yet_and_highlight_the_current_op():
     a, b = leaves()
     frames = backward_frames(expression(a, b))

@@ -43,9 +43,12 @@ ACCUMULATED = dict(fillcolor="#ffd8a8")
 class Arrivals:
     """The gradients that reached one tensor so far (one per use of the tensor)."""
     parts: list = field(default_factory=list)
+    hooked: np.ndarray = None       # what the tensor's hooks replaced the sum with, if they did
 
     @property
     def total(self) -> np.ndarray:
+        if self.hooked is not None:
+            return self.hooked
         return sum(self.parts[1:], self.parts[0].copy())
 
 
@@ -74,6 +77,8 @@ def backward_frames(root, grad=None, params=None, cluster_modules=False, mask_ki
     This is a real backward (``retain_graph=True``): leaves accumulate ``.grad``
     as with ``root.backward(grad, retain_graph=True)``. Arguments after ``grad``
     are ``draw_graph``'s. Raises ValueError beyond ``max_frames`` ops.
+    A gradient a hook replaces is shown replaced ("after hook") from its
+    tensor's own step on; a leaf's hooks run after the last frame.
     """
     arrivals = {}                      # id(tensor) -> Arrivals
     frames = []
@@ -83,6 +88,8 @@ def backward_frames(root, grad=None, params=None, cluster_modules=False, mask_ki
                              "animate a smaller expression (or one attention step)")
         if id(step.tensor) not in arrivals:       # the root: its gradient is the seed of backward
             arrivals[id(step.tensor)] = Arrivals([np.asarray(step.grad, dtype=np.float64)])
+        elif not np.allclose(arrivals[id(step.tensor)].total, step.grad):     # a hook replaced it
+            arrivals[id(step.tensor)].hooked = np.asarray(step.grad, dtype=np.float64)
         sent = []
         for inp, input_grad in zip(step.fn.inputs, step.input_grads):
             if input_grad is not None:
@@ -125,7 +132,8 @@ def _tensor_decorator(arrivals, current_output, sent):
     """decorate_tensor for one frame: the gradient row, tooltip and border of every tensor."""
     sent_ids = {id(t) for t in sent}
     counts = {key: len(a.parts) for key, a in arrivals.items()}
-    totals = {key: a.total for key, a in arrivals.items()}    # snapshot: later steps add more
+    hooked = {key for key, a in arrivals.items() if a.hooked is not None}
+    totals = {key: a.total for key, a in arrivals.items()}
 
     def decorate(tensor):
         key = id(tensor)
@@ -140,6 +148,8 @@ def _tensor_decorator(arrivals, current_output, sent):
             return dict(style, rows=['<FONT COLOR="#adb5bd">∇ not yet</FONT>'])
         total, uses = totals[key], counts[key]
         text = "∇ " + _short(total)
+        if key in hooked:
+            text = "∇ after hook " + _short(total)
         if uses > 1:
             text = "∇ = " + " + ".join(f"g{i + 1}" for i in range(uses)) + " = " + _short(total)
             style.update(ACCUMULATED)
