@@ -168,3 +168,16 @@ def test_parse_var_and_expression_root():
     np.testing.assert_array_equal(parse_var("w=1, 2.5")[1], [1.0, 2.5])
     root = expression_root("a * b", dict([parse_var("a=1,2"), parse_var("b=3,4")]))
     assert root.shape == () and root.name == "loss = sum(...)"
+
+
+def test_draw_graph_decorations_add_rows_and_override_attributes_only_where_asked():
+    from viz import draw_graph
+
+    a, b = leaves()
+    out = (a * b).sum()
+    plain = draw_graph(out).source
+    assert draw_graph(out, decorate_tensor=lambda t: None, decorate_op=lambda fn: None).source == plain
+    marked = draw_graph(out, decorate_tensor=lambda t: {"rows": ["extra &amp; row"]} if t is a else None,
+                        decorate_op=lambda fn: {"fillcolor": "#123456"} if fn is out.grad_fn else None).source
+    assert marked.count("extra &amp; row") == 1 and re.search(r"<B>a</B>.*<BR/>extra &amp; row>", marked)
+    assert marked.count('fillcolor="#123456"') == 1

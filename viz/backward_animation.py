@@ -147,11 +147,11 @@ def _tensor_decorator(arrivals, current_output, sent):
         if key not in totals:
             return dict(style, rows=['<FONT COLOR="#adb5bd">∇ not yet</FONT>'])
         total, uses = totals[key], counts[key]
-        text = "∇ " + _short(total)
-        if key in hooked:
-            text = "∇ after hook " + _short(total)
+        after_hook = " after hook" if key in hooked else ""
+        text = f"∇{after_hook} {_short(total)}"
         if uses > 1:
-            text = "∇ = " + " + ".join(f"g{i + 1}" for i in range(uses)) + " = " + _short(total)
+            summed = " + ".join(f"g{i + 1}" for i in range(uses))
+            text = f"∇ = {summed}{after_hook} = {_short(total)}"
             style.update(ACCUMULATED)
         if key in sent_ids:
             text += "  ← just added" if uses > 1 else "  ← just arrived"
