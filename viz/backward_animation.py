@@ -88,7 +88,7 @@ def backward_frames(root, grad=None, params=None, cluster_modules=False, mask_ki
                              "animate a smaller expression (or one attention step)")
         if id(step.tensor) not in arrivals:       # the root: its gradient is the seed of backward
             arrivals[id(step.tensor)] = Arrivals([np.asarray(step.grad, dtype=np.float64)])
-        elif not np.allclose(arrivals[id(step.tensor)].total, step.grad):     # a hook replaced it
+        elif not np.allclose(arrivals[id(step.tensor)].total, step.grad, equal_nan=True):   # a hook replaced it
             arrivals[id(step.tensor)].hooked = np.asarray(step.grad, dtype=np.float64)
         sent = []
         for inp, input_grad in zip(step.fn.inputs, step.input_grads):
