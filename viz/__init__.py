@@ -4,6 +4,8 @@
     graph_text.py       escaping and short summaries for graph labels
     details.py          hover tooltips, and the mask nodes of masking ops (their True/False pattern)
     attention_graph.py  the graph of one attention step of the model (CLI: dates-attention-graph)
+    backward_animation.py  the backward pass one frame per op (CLI: dates-backward-animation);
+                        animation_output.py writes its frames as a GIF and an HTML slider
     heatmaps.py         attention-weight heatmaps per layer and head, training curves (matplotlib)
     walkthrough.py      the seed's step-by-step tables for one date (CLI: dates-explain)
     inputs.py           which model to draw (runs/dates/model.npz, a checkpoint, or an untrained one)

@@ -161,7 +161,7 @@ def _default_name(tensor, kind) -> str:
 # ------------------------------------------------------------------- drawing
 def draw_graph(output, params=None, show_grad=False, show_values=False, cluster_modules=False,
                max_nodes=DEFAULT_MAX_NODES, max_depth=None, rankdir="TB", legend=True,
-               mask_kind=None) -> graphviz.Digraph:
+               mask_kind=None, decorate_tensor=None, decorate_op=None) -> graphviz.Digraph:
     """The graph that produced ``output`` as a ``graphviz.Digraph`` (see the module docstring).
 
     params           a Module or ``dict(model.named_parameters())``: names parameter nodes
@@ -173,6 +173,10 @@ def draw_graph(output, params=None, show_grad=False, show_values=False, cluster_
     max_depth        draw at most this many ops from the output towards the inputs
     rankdir          "TB" (inputs at the top) or "LR"
     mask_kind        what the masks drawn are, e.g. "causal + padding"; default: read from each pattern
+    decorate_tensor  optional ``f(tensor) -> dict or None``, ``decorate_op`` the same for ``f(grad_fn)``:
+                     extra, already-escaped label rows under ``"rows"``, any other key overrides a
+                     node attribute (``fillcolor``, ``penwidth``, a ``tooltip_text``...). The backward
+                     animation (``backward_animation.py``) marks gradients and the current op this way.
 
     Every tensor node has a tooltip (hover in the SVG): shape, dtype, first values,
     value and gradient norms. An op that keeps a boolean mask (MaskedFill's
@@ -192,12 +196,14 @@ def draw_graph(output, params=None, show_grad=False, show_values=False, cluster_
         name = names.get(id(tensor)) or _default_name(tensor, kind)
         label = _tensor_label(tensor, kind, name, show_grad, show_values)
         scope = _node_scope(tensor, kind, names, consumer_scope)
-        placement.add_node(scope, ids[id(tensor)], label,
-                           dict(STYLES[kind], tooltip=tensor_tooltip(tensor, name)))
+        style = dict(STYLES[kind], tooltip=tensor_tooltip(tensor, name))
+        label, style = _decorated(label, style, decorate_tensor and decorate_tensor(tensor))
+        placement.add_node(scope, ids[id(tensor)], label, style)
 
     for number, (tensor, fn) in enumerate(ops):
         op_id = f"op{number}"
-        placement.add_node(_op_scope(fn), op_id, html_label(escape(fn.name)), STYLES["op"])
+        label, style = _decorated(html_label(escape(fn.name)), dict(STYLES["op"]), decorate_op and decorate_op(fn))
+        placement.add_node(_op_scope(fn), op_id, label, style)
         inputs = getattr(fn, "inputs", ())
         for index, inp in enumerate(inputs):
             dot.edge(ids[id(inp)], op_id, label=str(index) if len(inputs) > 1 else None)
@@ -213,6 +219,17 @@ def draw_graph(output, params=None, show_grad=False, show_values=False, cluster_
     if legend:
         _draw_legend(dot)
     return dot
+
+
+def _decorated(label, style, decoration):
+    """Apply a ``decorate_tensor``/``decorate_op`` result: extra label rows, overridden attributes."""
+    if not decoration:
+        return label, style
+    extra = dict(decoration)
+    rows = extra.pop("rows", ())
+    if rows:
+        label = label[:-1] + "".join(f"<BR/>{row}" for row in rows if row) + ">"
+    return label, {**style, **extra}
 
 
 def _draw_mask(dot, placement, fn, op_id, kind):
