@@ -67,8 +67,8 @@ def test_the_legacy_file_really_has_the_old_layout(saved):
     _, legacy, _ = saved
     names = [n[len("model/"):-len(".npy")] for n in zipfile.ZipFile(legacy).namelist() if n.startswith("model/")]
     first = names.index("encoder.layers.0.self_attn.w_q.weight")
-    assert names[first:first + 8] == [f"encoder.layers.0.self_attn.{linear}.{kind}" for linear in ("w_q", "w_k", "w_v", "w_o")
-                         for kind in ("weight", "bias")]
+    assert names[first:first + 8] == [f"encoder.layers.0.self_attn.{linear}.{kind}"
+                                      for linear in ("w_q", "w_k", "w_v", "w_o") for kind in ("weight", "bias")]
     assert "decoder.layers.1.cross_attn.w_v.bias" in names and not any("w_qkv" in n or "w_kv" in n for n in names)
 
 
@@ -133,7 +133,7 @@ def test_conversion_joins_blocks_in_order_and_renumbers_buffers():
 def test_incomplete_or_mismatched_legacy_layouts_fail_with_one_clear_line():
     state = legacy_state()
     del state["enc.self_attn.w_v.bias"]
-    with pytest.raises(CheckpointError, match=r"checkpoint f has an old-layout attention without enc.self_attn.w_v.bias"):
+    with pytest.raises(CheckpointError, match="has an old-layout attention without enc.self_attn.w_v.bias"):
         convert_legacy_attention("f", state, {})
     state = legacy_state()
     state["enc.self_attn.w_k.weight"] = np.zeros((2, 8), np.float32)

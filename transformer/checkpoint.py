@@ -237,7 +237,7 @@ def convert_legacy_attention(path, model_state: dict, optimizer_state: dict):
     converted = {}
     for name in new_order:
         arrays = [model_state[part] for part in sources[name]]
-        if len({a.shape for a in arrays}) != 1 or arrays[0].ndim not in (1, 2):
+        if len(arrays) > 1 and (len({a.shape for a in arrays}) != 1 or arrays[0].ndim not in (1, 2)):
             raise CheckpointError(f"checkpoint {path}: cannot join {', '.join(sources[name])} into {name}: shapes "
                                   f"{', '.join(str(a.shape) for a in arrays)} (expected equal (d, d) or (d,))")
         converted[name] = arrays[0] if len(arrays) == 1 else np.concatenate(arrays, axis=-1)
@@ -277,7 +277,8 @@ def _renumber_buffers(path, optimizer_state, old_order, new_order, sources, mode
                 continue                        # no update yet: the optimizer starts this one afresh
             parts = [np.zeros_like(model_state[n]) if part is None else part for n, part in zip(sources[name], parts)]
             if len({part.shape for part in parts}) != 1:
-                raise CheckpointError(f"checkpoint {path}: the optimizer's {buffer} buffers of {', '.join(sources[name])} "
-                                      f"have shapes {', '.join(str(part.shape) for part in parts)}, expected equal")
+                raise CheckpointError(f"checkpoint {path}: the optimizer's {buffer} buffers of "
+                                      f"{', '.join(sources[name])} have shapes "
+                                      f"{', '.join(str(part.shape) for part in parts)}, expected equal")
             converted[f"{buffer}.{new_index}"] = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=-1)
     return converted
