@@ -69,33 +69,36 @@ def layer_norm(x: Tensor, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
     return ops.LayerNorm.apply(x, weight, bias, eps=eps)
 
 
-def multi_head_attention(q: Tensor, k: Tensor, v: Tensor, num_heads: int, mask=None, width: int = None,
-                         columns=(0, 0, 0)):
-    """Scaled dot-product attention in every head at once, as one fused op.
+def self_attention(qkv: Tensor, num_heads: int, mask=None):
+    """Multi-head self-attention as one fused op, from the packed projection qkv = x @ W_qkv.
 
-    q (B, Tq, width), k and v (B, Tk, width), width = num_heads * d_head, head h
-    being the columns h*d_head : (h+1)*d_head; ``mask``: bool broadcastable to
-    (B, num_heads, Tq, Tk), True where attending is allowed. Returns
-    (output (B, Tq, width), weights (B, num_heads, Tq, Tk) as a numpy array).
-    Same result as splitting the heads and running softmax(Q Kᵀ/sqrt(d)) V op by
-    op; a query row with no allowed key gets zero weights and a zero output.
-
-    Packed projections: pass the same tensor more than once with ``columns`` =
-    where Q, K and V start in it (e.g. ``qkv, qkv, qkv, columns=(0, D, 2D), width=D``
-    for ``qkv = x @ [W_q | W_k | W_v]``); ``width`` defaults to q's last dimension.
+    qkv (B, T, 3*width) holds Q, K and V side by side (nanoGPT's ``c_attn`` output), head h
+    being columns h*d : (h+1)*d of each (d = width / num_heads); ``mask``: bool broadcastable
+    to (B, num_heads, T, T), True where attending is allowed. Returns (output (B, T, width),
+    weights (B, num_heads, T, T) as a numpy array). Same result as splitting Q, K, V and the
+    heads and running softmax(Q Kᵀ/sqrt(d)) V op by op; a query row with no allowed key gets
+    zero weights and a zero output. One gradient: d(qkv), in the same packed layout.
     """
-    q, k, v = as_tensor(q), as_tensor(k), as_tensor(v)
-    sources = []
-    for t in (q, k, v):
-        if not any(t is s for s in sources):
-            sources.append(t)
-    layout = tuple((next(i for i, s in enumerate(sources) if s is t), int(c)) for t, c in zip((q, k, v), columns))
-    width = q.shape[-1] - columns[0] if width is None else width
-    allowed = np.ones((1, 1, 1, 1), dtype=bool) if mask is None else np.asarray(mask)
     weights = []
-    out = ops.MultiHeadAttentionCore.apply(*sources, num_heads=num_heads, width=width, layout=layout,
-                                           allowed=allowed, weights_out=weights)
+    out = ops.SelfAttentionCore.apply(qkv, num_heads=num_heads, allowed=_allowed(mask), weights_out=weights)
     return out, weights[0]
+
+
+def cross_attention(q: Tensor, kv: Tensor, num_heads: int, mask=None):
+    """Multi-head attention of queries q (B, Tq, width) over kv (B, Tk, 2*width) = [K | V]
+    (kv = memory @ W_kv), as one fused op; otherwise as ``self_attention``. Gradients: dq, d(kv)."""
+    weights = []
+    out = ops.CrossAttentionCore.apply(q, kv, num_heads=num_heads, allowed=_allowed(mask), weights_out=weights)
+    return out, weights[0]
+
+
+def _allowed(mask):
+    if mask is None:
+        return np.ones((1, 1, 1, 1), dtype=bool)
+    mask = np.asarray(mask.data if isinstance(mask, Tensor) else mask)
+    if mask.dtype != np.bool_:
+        raise TypeError(f"attention mask must be boolean (True = may attend), got dtype {mask.dtype}")
+    return mask
 
 
 def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:

@@ -1,5 +1,5 @@
 """Tests for transformer.attention and transformer.layers: scaled dot-product attention,
-its masks, MultiHeadAttention, FeedForward, EncoderLayer and DecoderLayer.
+its masks, SelfAttention and CrossAttention, FeedForward, EncoderLayer and DecoderLayer.
 
 Gradients are checked in float64 against central differences (minigrad.gradcheck).
 Modules are converted with ``.double()`` and their parameters passed as gradcheck
@@ -11,7 +11,8 @@ import pytest
 
 import minigrad
 from minigrad import Tensor, gradcheck
-from transformer.attention import MultiHeadAttention, causal_mask, padding_mask, scaled_dot_product_attention
+from transformer.attention import (CrossAttention, SelfAttention, causal_mask, padding_mask,
+                                  scaled_dot_product_attention)
 from transformer.layers import DecoderLayer, EncoderLayer, FeedForward
 
 D_MODEL, HEADS, D_FF, BATCH = 8, 2, 16, 2
@@ -160,35 +161,56 @@ def test_sdpa_rejects_mismatched_q_k_v():
 
 # ------------------------------------------------------------ multi-head attention
 @pytest.fixture(params=[True, False], ids=["fused", "step-by-step"])
-def mha(request):
+def fused(request):
     """Both ways of running the heads: the fused op and the op-by-op composition."""
-    return MultiHeadAttention(D_MODEL, HEADS, fused=request.param).double()
+    return request.param
 
 
-def test_mha_gradcheck_self_attention(mha):
+@pytest.fixture
+def self_attn(fused):
+    return SelfAttention(D_MODEL, HEADS, fused=fused).double()
+
+
+@pytest.fixture
+def cross_attn(fused):
+    return CrossAttention(D_MODEL, HEADS, fused=fused).double()
+
+
+def test_packed_parameters_have_the_packed_shapes():
+    names = {n: p.shape for n, p in SelfAttention(D_MODEL, HEADS).named_parameters()}
+    assert names == {"w_qkv.weight": (8, 24), "w_qkv.bias": (24,), "w_o.weight": (8, 8), "w_o.bias": (8,)}
+    names = {n: p.shape for n, p in CrossAttention(D_MODEL, HEADS).named_parameters()}
+    assert names == {"w_q.weight": (8, 8), "w_q.bias": (8,), "w_kv.weight": (8, 16), "w_kv.bias": (16,),
+                     "w_o.weight": (8, 8), "w_o.bias": (8,)}
+
+
+def test_self_attention_gradcheck(self_attn):
     x = rand(BATCH, 3, D_MODEL, seed=1)
-    assert gradcheck(lambda x, *params: mha(x, x, x), [x, *mha.parameters()])
+    assert gradcheck(lambda x, *params: self_attn(x), [x, *self_attn.parameters()])
 
 
-def test_mha_gradcheck_causal_self_attention(mha):
+def test_self_attention_gradcheck_causal_and_a_fully_masked_row(self_attn):
     x = rand(BATCH, 4, D_MODEL, seed=2)
-    mask = causal_mask(4)[None, None]
-    assert gradcheck(lambda x, *params: mha(x, x, x, mask), [x, *mha.parameters()])
+    mask = causal_mask(4)[None, None] & np.array([True, False, True, True])[None, None, :, None]  # row 1: no key
+    out = self_attn(x, mask)
+    assert (self_attn.last_weights[:, :, 1] == 0).all()
+    assert np.isfinite(out.data).all()
+    assert gradcheck(lambda x, *params: self_attn(x, mask), [x, *self_attn.parameters()])
 
 
-def test_mha_gradcheck_cross_attention_with_different_lengths(mha):
+def test_cross_attention_gradcheck_with_different_lengths(cross_attn):
     query, memory = rand(BATCH, 3, D_MODEL, seed=3), rand(BATCH, 4, D_MODEL, seed=4)
     mask = padding_mask(np.array([[1, 2, 3, 0], [1, 2, 3, 4]]), pad_id=0)
-    out = mha(query, memory, memory, mask)
+    out = cross_attn(query, memory, mask)
     assert out.shape == (BATCH, 3, D_MODEL)
-    assert gradcheck(lambda q, m, *params: mha(q, m, m, mask), [query, memory, *mha.parameters()])
+    assert gradcheck(lambda q, m, *params: cross_attn(q, m, mask), [query, memory, *cross_attn.parameters()])
 
 
-def test_mha_last_weights_shape_and_rows_sum_to_one(mha):
+def test_mha_last_weights_shape_and_rows_sum_to_one(cross_attn):
     query, memory = rand(BATCH, 3, D_MODEL, seed=3), rand(BATCH, 5, D_MODEL, seed=4)
     mask = padding_mask(np.array([[1, 2, 3, 0, 0], [1, 2, 3, 4, 5]]), pad_id=0)
-    mha(query, memory, memory, mask)
-    weights = mha.last_weights
+    cross_attn(query, memory, mask)
+    weights = cross_attn.last_weights
     assert isinstance(weights, np.ndarray)
     assert weights.shape == (BATCH, HEADS, 3, 5)
     np.testing.assert_allclose(weights.sum(axis=-1), 1.0, rtol=1e-12)
@@ -196,23 +218,23 @@ def test_mha_last_weights_shape_and_rows_sum_to_one(mha):
     assert (weights[1] > 0).all()
 
 
-def test_mha_padded_memory_positions_get_exactly_zero_gradient(mha):
+def test_mha_padded_memory_positions_get_exactly_zero_gradient(cross_attn):
     query, memory = rand(BATCH, 3, D_MODEL, seed=3), rand(BATCH, 5, D_MODEL, seed=4)
     mask = padding_mask(np.array([[1, 2, 3, 0, 0], [1, 2, 3, 4, 0]]), pad_id=0)
-    out = mha(query, memory, memory, mask)
+    out = cross_attn(query, memory, mask)
     (out * rand(*out.shape, seed=9, requires_grad=False)).sum().backward()
     assert (memory.grad[0, 3:] == 0.0).all() and (memory.grad[1, 4:] == 0.0).all()
     assert (np.abs(memory.grad[0, :3]).sum(axis=-1) > 0).all()
 
 
-def test_mha_heads_are_independent_slices():
-    """Two heads equal two separate single-head attentions over halves of the projections."""
-    mha = MultiHeadAttention(D_MODEL, HEADS).double()
+def test_mha_heads_are_independent_slices(fused):
+    """Two heads equal two separate single-head attentions over halves of Q, K, V, which are
+    the column blocks [0:d], [d:2d], [2d:3d] of the one packed projection."""
+    mha = SelfAttention(D_MODEL, HEADS, fused=fused).double()
     x = rand(1, 3, D_MODEL, seed=5, requires_grad=False)
-    out = mha(x, x, x).data
-    q = x.data @ mha.w_q.weight.data + mha.w_q.bias.data
-    k = x.data @ mha.w_k.weight.data + mha.w_k.bias.data
-    v = x.data @ mha.w_v.weight.data + mha.w_v.bias.data
+    out = mha(x).data
+    qkv = x.data @ mha.w_qkv.weight.data + mha.w_qkv.bias.data
+    q, k, v = qkv[..., :D_MODEL], qkv[..., D_MODEL:2 * D_MODEL], qkv[..., 2 * D_MODEL:]
     d = D_MODEL // HEADS
     heads = [numpy_attention(q[..., h * d:(h + 1) * d], k[..., h * d:(h + 1) * d], v[..., h * d:(h + 1) * d])[0]
              for h in range(HEADS)]
@@ -220,21 +242,40 @@ def test_mha_heads_are_independent_slices():
     np.testing.assert_allclose(out, expected, rtol=1e-10, atol=1e-12)
 
 
+def test_cross_attention_is_self_attention_with_the_same_matrices(fused):
+    """CrossAttention(x, x) with w_q, w_kv cut from a SelfAttention's w_qkv gives its output."""
+    self_attn = SelfAttention(D_MODEL, HEADS, fused=fused).double()
+    cross = CrossAttention(D_MODEL, HEADS, fused=fused).double()
+    w, b = self_attn.w_qkv.weight.data, self_attn.w_qkv.bias.data
+    cross.w_q.weight.data, cross.w_q.bias.data = w[:, :D_MODEL].copy(), b[:D_MODEL].copy()
+    cross.w_kv.weight.data, cross.w_kv.bias.data = w[:, D_MODEL:].copy(), b[D_MODEL:].copy()
+    cross.w_o.weight.data, cross.w_o.bias.data = self_attn.w_o.weight.data, self_attn.w_o.bias.data
+    x = rand(BATCH, 4, D_MODEL, seed=6, requires_grad=False)
+    mask = causal_mask(4)[None, None]
+    np.testing.assert_allclose(cross(x, x, mask).data, self_attn(x, mask).data, rtol=1e-12, atol=1e-12)
+
+
 def test_mha_rejects_bad_shapes():
     with pytest.raises(ValueError, match="not divisible"):
-        MultiHeadAttention(10, 3)
-    mha = MultiHeadAttention(D_MODEL, HEADS)
-    with pytest.raises(ValueError, match=r"expects query of shape \(batch, length, 8\)"):
-        mha(Tensor(np.zeros((3, D_MODEL))), None, None)
-    with pytest.raises(ValueError, match=r"expects query of shape"):
-        x = Tensor(np.zeros((1, 3, 6)))
-        mha(x, x, x)
+        SelfAttention(10, 3)
+    attn, cross = SelfAttention(D_MODEL, HEADS), CrossAttention(D_MODEL, HEADS)
+    with pytest.raises(ValueError, match=r"SelfAttention\(8, 2\) expects x of shape \(batch, length, 8\), "
+                                         r"got \(3, 8\)"):
+        attn(Tensor(np.zeros((3, D_MODEL))))
+    with pytest.raises(ValueError, match=r"expects x of shape"):
+        attn(Tensor(np.zeros((1, 3, 6))))
+    with pytest.raises(ValueError, match=r"CrossAttention\(8, 2\) expects memory of shape .* got \(1, 4, 6\)"):
+        cross(Tensor(np.zeros((1, 3, 8))), Tensor(np.zeros((1, 4, 6))))
+    with pytest.raises(ValueError, match=r"mask of shape \(3, 3\) does not broadcast .* \(1, 2, 3, 4\)"):
+        cross(Tensor(np.zeros((1, 3, 8))), Tensor(np.zeros((1, 4, 8))), np.ones((3, 3), bool))
 
 
-def test_mha_rejects_a_non_boolean_mask(mha):
+def test_mha_rejects_a_non_boolean_mask(self_attn, cross_attn):
     x = rand(BATCH, 3, D_MODEL)
     with pytest.raises(TypeError, match="boolean"):
-        mha(x, x, x, np.tril(np.ones((3, 3))))
+        self_attn(x, np.tril(np.ones((3, 3))))
+    with pytest.raises(TypeError, match="boolean"):
+        cross_attn(x, x, np.ones((3, 3)))
 
 
 # ----------------------------------------------------------------------- layers
@@ -278,7 +319,7 @@ def test_encoder_layer_is_post_ln_residual():
     layer = EncoderLayer(D_MODEL, HEADS, D_FF).double()
     x = rand(BATCH, 4, D_MODEL, seed=7, requires_grad=False)
     mask = padding_mask(np.array([[1, 2, 3, 0], [1, 2, 3, 4]]), pad_id=0)
-    a = layer_norm_rows(x.data + layer.self_attn(x, x, x, mask).data)
+    a = layer_norm_rows(x.data + layer.self_attn(x, mask).data)
     expected = layer_norm_rows(a + layer.feed_forward(Tensor(a)).data)
     np.testing.assert_allclose(layer(x, mask).data, expected, rtol=1e-9, atol=1e-9)
 
@@ -290,8 +331,8 @@ def test_decoder_layer_is_post_ln_residual():
                                                                            requires_grad=False)
     self_mask = causal_mask(3)[None, None]
     memory_mask = padding_mask(np.array([[1, 2, 0, 0], [1, 2, 3, 4]]), pad_id=0)
-    a = layer_norm_rows(x.data + layer.self_attn(x, x, x, self_mask).data)
-    b = layer_norm_rows(a + layer.cross_attn(Tensor(a), memory, memory, memory_mask).data)
+    a = layer_norm_rows(x.data + layer.self_attn(x, self_mask).data)
+    b = layer_norm_rows(a + layer.cross_attn(Tensor(a), memory, memory_mask).data)
     expected = layer_norm_rows(b + layer.feed_forward(Tensor(b)).data)
     np.testing.assert_allclose(layer(x, memory, self_mask, memory_mask).data, expected, rtol=1e-9, atol=1e-9)
 
@@ -310,9 +351,10 @@ def test_decoder_layer_is_causal():
         assert (np.abs(x.grad[:, :t + 1]).sum(axis=-1) > 0).all()
 
 
-def test_decoder_layer_cache_matches_full_computation():
+def test_decoder_layer_cache_matches_full_computation(fused):
     """Feeding one position at a time through the key/value cache equals the masked full pass."""
     layer = DecoderLayer(D_MODEL, HEADS, D_FF).double()
+    layer.self_attn.fused = layer.cross_attn.fused = fused
     x, memory = rand(BATCH, 4, D_MODEL, seed=8, requires_grad=False), rand(BATCH, 5, D_MODEL, seed=9,
                                                                             requires_grad=False)
     memory_mask = padding_mask(np.array([[1, 2, 3, 0, 0], [1, 2, 3, 4, 5]]), pad_id=0)
@@ -320,4 +362,5 @@ def test_decoder_layer_cache_matches_full_computation():
     cache = {}
     steps = [layer(Tensor(x.data[:, t:t + 1]), memory, None, memory_mask, cache).data for t in range(4)]
     np.testing.assert_allclose(np.concatenate(steps, axis=1), full, rtol=1e-10, atol=1e-12)
-    assert cache["self_k"].shape == (BATCH, 4, D_MODEL)  # all heads side by side
+    assert cache["self"]["kv"].shape == (BATCH, 4, 2 * D_MODEL)   # K and V of all heads side by side
+    assert cache["memory"]["kv"].shape == (BATCH, 5, 2 * D_MODEL)

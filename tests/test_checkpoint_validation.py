@@ -47,7 +47,7 @@ def config_edit(**values):
 
 def weight_edit(change):
     def edit(model, optim, meta):
-        model["encoder.layers.0.self_attn.w_q.weight"] = change(model["encoder.layers.0.self_attn.w_q.weight"])
+        model["encoder.layers.0.self_attn.w_o.weight"] = change(model["encoder.layers.0.self_attn.w_o.weight"])
     return edit
 
 

@@ -1,4 +1,5 @@
-"""The fused attention op (minigrad.ops.MultiHeadAttentionCore, F.multi_head_attention)
+"""The fused attention ops (minigrad.ops.SelfAttentionCore / CrossAttentionCore, F.self_attention /
+F.cross_attention)
 and its Numba kernel, against the step-by-step composition and the numpy twin.
 
 Also the ReLU kernels (the other kernel the training step gained with it).
@@ -9,7 +10,7 @@ import pytest
 from minigrad import Tensor, gradcheck, kernels
 from minigrad import functional as F
 from minigrad.kernels import attention_kernels, relu_kernels
-from transformer.attention import MultiHeadAttention, causal_mask, scaled_dot_product_attention
+from transformer.attention import CrossAttention, SelfAttention, causal_mask, scaled_dot_product_attention
 
 
 def rand(shape, dtype=np.float64, seed=0):
@@ -94,84 +95,127 @@ def test_masked_keys_get_exactly_zero_weight_and_gradient():
     assert (np.abs(dk[0, :4]).sum(axis=-1) > 0).all()
 
 
-@pytest.mark.parametrize("mask", [None, "causal", "padding"])
-def test_gradcheck_of_the_fused_op(mask):
-    q = Tensor(rand((2, 5, 6)), requires_grad=True)
-    k = Tensor(rand((2, 5, 6), seed=1), requires_grad=True)
-    v = Tensor(rand((2, 5, 6), seed=2), requires_grad=True)
-    allowed = {None: None, "causal": causal_mask(5)[None, None],
-               "padding": np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], bool)[:, None, None, :]}[mask]
-    assert gradcheck(lambda q, k, v: F.multi_head_attention(q, k, v, 3, allowed)[0], [q, k, v])
+def step_by_step_packed(parts, heads, mask):
+    """The op-by-op composition on tensors, from packed inputs: ``parts`` = (qkv,) or (q, kv);
+    Q, K, V are column blocks of them, as ``SelfAttention``/``CrossAttention`` split them."""
+    width = parts[0].shape[-1] // (3 if len(parts) == 1 else 1)
+    blocks = [t[..., i * width:(i + 1) * width] for t in parts for i in range(t.shape[-1] // width)]
+    batch, length = parts[0].shape[:2]
+    heads_of = lambda x: x.reshape(x.shape[0], x.shape[1], heads, width // heads).transpose(0, 2, 1, 3)  # noqa
+    out, weights = scaled_dot_product_attention(*(heads_of(b) for b in blocks), mask)   # (B, h, Tq, d)
+    return out.transpose(0, 2, 1, 3).reshape(batch, length, width), weights.data
 
 
-def test_gradcheck_with_one_tensor_as_query_key_and_value():
-    """x used three times: its gradient is the sum of the three paths."""
-    x = Tensor(rand((2, 4, 6)), requires_grad=True)
-    mask = causal_mask(4)[None, None]
-    assert gradcheck(lambda x: F.multi_head_attention(x, x, x, 2, mask)[0], [x])
+def fused_packed(parts, heads, mask):
+    return (F.self_attention if len(parts) == 1 else F.cross_attention)(*parts, heads, mask)
+
+
+def self_attention_masks(batch, heads, length, rng):
+    yield None
+    yield causal_mask(length)[None, None]
+    yield rng.random((batch, 1, 1, length)) > 0.3                   # padding-style
+    full = causal_mask(length)[None, None] & (rng.random((batch, heads, 1, length)) > 0.3)
+    full[0, 0, 1] = False                                           # a query row with no key at all
+    yield full
+
+
+@pytest.mark.parametrize("mask", ["none", "causal", "padding", "fully masked row"])
+def test_gradcheck_of_fused_self_attention(mask):
+    qkv = Tensor(rand((2, 5, 18)), requires_grad=True)
+    allowed = dict(zip(["none", "causal", "padding", "fully masked row"],
+                       self_attention_masks(2, 3, 5, np.random.default_rng(0))))[mask]
+    assert gradcheck(lambda qkv: F.self_attention(qkv, 3, allowed)[0], [qkv])
+
+
+@pytest.mark.parametrize("mask", ["none", "padding", "fully masked row"])
+def test_gradcheck_of_fused_cross_attention(mask):
+    q, kv = Tensor(rand((2, 3, 6)), requires_grad=True), Tensor(rand((2, 5, 12), seed=1), requires_grad=True)
+    padding = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], bool)[:, None, None, :]
+    fully = np.broadcast_to(padding, (2, 1, 3, 5)).copy()
+    fully[1, 0, 2] = False
+    allowed = {"none": None, "padding": padding, "fully masked row": fully}[mask]
+    assert gradcheck(lambda q, kv: F.cross_attention(q, kv, 2, allowed)[0], [q, kv])
 
 
 @pytest.mark.parametrize("backend", ["numba", "numpy"])
-def test_packed_projections_match_separate_ones(backend):
-    """Q, K, V side by side in one array (self-attention) or K, V in one (cross): same values
-    and gradients as three separate arrays."""
-    rng = np.random.default_rng(3)
-    x, memory = rand((2, 6, 24), seed=1), rand((2, 5, 16), seed=2)
-    mask = rng.random((2, 1, 6, 6)) > 0.3
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kind", ["self", "cross"])
+def test_fused_ops_match_the_composition_values_and_gradients(kind, dtype, backend):
+    """At the model's shapes (4 heads of 16, T = 19 queries, 19 or 12 keys): the fused op and
+    the op-by-op path give the same output, weights and gradient of every input."""
+    rng = np.random.default_rng(2)
+    batch, heads, width, q_len = 3, 4, 64, 19
+    k_len = q_len if kind == "self" else 12
+    shapes = [(batch, q_len, 3 * width)] if kind == "self" else [(batch, q_len, width), (batch, k_len, 2 * width)]
+    data = [rand(shape, dtype, seed) for seed, shape in enumerate(shapes)]
+    grad = rand((batch, q_len, width), dtype, 9)
+    tol = dict(rtol=2e-4, atol=2e-5) if dtype == np.float32 else dict(rtol=1e-10, atol=1e-12)
+    chosen = list(self_attention_masks(batch, heads, q_len, rng)) if kind == "self" else \
+        [None, rng.random((batch, 1, 1, k_len)) > 0.3, rng.random((batch, heads, q_len, k_len)) > 0.6]
     with kernels.use_backend(backend):
-        for packed, columns, separate in (
-                (x, (0, 8, 16), (x[..., :8], x[..., 8:16], x[..., 16:])),
-                (memory, (0, 0, 8), None)):
-            q = Tensor(rand((2, 6, 8), seed=4), requires_grad=True) if separate is None else None
-            source = Tensor(packed, requires_grad=True)
-            args = (source, source, source) if q is None else (q, source, source)
-            out, weights = F.multi_head_attention(*args, 2, mask if q is None else mask[..., :5],
-                                                  width=8, columns=columns)
-            grad = rand(out.shape, seed=6)
-            out.backward(grad)
-            parts = separate or (q.data, memory[..., :8], memory[..., 8:])
-            plain = [Tensor(np.ascontiguousarray(p), requires_grad=True) for p in parts]
-            out2, weights2 = F.multi_head_attention(*plain, 2, mask if q is None else mask[..., :5])
-            out2.backward(grad)
-            np.testing.assert_allclose(out.data, out2.data, rtol=1e-12, atol=1e-12)
-            np.testing.assert_allclose(weights, weights2, rtol=1e-12, atol=1e-12)
-            if q is None:
-                np.testing.assert_allclose(source.grad, np.concatenate([p.grad for p in plain], axis=-1), atol=1e-12)
-            else:
-                np.testing.assert_allclose(q.grad, plain[0].grad, atol=1e-12)
-                np.testing.assert_allclose(source.grad, np.concatenate([p.grad for p in plain[1:]], axis=-1),
-                                           atol=1e-12)
+        for mask in chosen:
+            results = []
+            for attend in (fused_packed, step_by_step_packed):
+                parts = [Tensor(x, requires_grad=True) for x in data]
+                out, weights = attend(parts, heads, mask)
+                out.backward(grad)
+                results.append((out.data, weights, [p.grad for p in parts]))
+            (out, weights, grads), (want_out, want_weights, want_grads) = results
+            assert out.dtype == dtype and all(g.dtype == dtype for g in grads)
+            np.testing.assert_allclose(out, want_out, **tol)
+            np.testing.assert_allclose(weights, want_weights, **tol)
+            for got, expected in zip(grads, want_grads):
+                np.testing.assert_allclose(got, expected, **tol)
 
 
-def test_gradcheck_of_packed_self_attention():
+def test_each_op_returns_one_gradient_per_input_in_its_layout():
     qkv = Tensor(rand((2, 4, 12)), requires_grad=True)
-    mask = causal_mask(4)[None, None]
-    assert gradcheck(lambda t: F.multi_head_attention(t, t, t, 2, mask, width=4, columns=(0, 4, 8))[0], [qkv])
+    out, _ = F.self_attention(qkv, 2)
+    assert out.shape == (2, 4, 4) and len(out.grad_fn.inputs) == 1
+    assert out.grad_fn.backward(np.ones(out.shape)).shape == qkv.shape
+    q, kv = Tensor(rand((2, 3, 4)), requires_grad=True), Tensor(rand((2, 5, 8)), requires_grad=True)
+    out, _ = F.cross_attention(q, kv, 2)
+    assert out.shape == (2, 3, 4) and len(out.grad_fn.inputs) == 2
+    d_q, d_kv = out.grad_fn.backward(np.ones(out.shape))
+    assert d_q.shape == q.shape and d_kv.shape == kv.shape
 
 
-def test_fused_and_step_by_step_modules_agree_in_float32():
-    """The model's own shapes and dtype: values and every parameter's gradient."""
+@pytest.mark.parametrize("kind", ["self", "cross"])
+def test_fused_and_step_by_step_modules_agree_in_float32(kind):
+    """The model's own shapes and dtype, a padding mask with a fully masked query row: values
+    and every parameter's gradient."""
     grads, outputs = [], []
-    x = rand((4, 19, 64), np.float32)
+    x, memory = rand((4, 19, 64), np.float32), rand((4, 12, 64), np.float32, 1)
+    if kind == "self":
+        mask = np.broadcast_to(causal_mask(19)[None, None] & (np.arange(19) < 15), (4, 1, 19, 19)).copy()
+    else:
+        mask = np.broadcast_to((np.arange(12) < 9)[None, None, None, :], (4, 1, 19, 12)).copy()
+    mask[2, 0, 3] = False                                          # one query row sees no key
     for fused in (True, False):
-        mha = MultiHeadAttention(64, 4, fused=fused)
-        for p, value in zip(mha.parameters(), [rand(p.shape, np.float32, i) * 0.2 for i, p in enumerate(mha.parameters())]):
-            p.data = value
-        xt = Tensor(x, requires_grad=True)
-        out = mha(xt, xt, xt, causal_mask(19)[None, None])
+        module = (SelfAttention if kind == "self" else CrossAttention)(64, 4, fused=fused)
+        for i, p in enumerate(module.parameters()):
+            p.data = rand(p.shape, np.float32, i) * 0.2
+        xt, mt = Tensor(x, requires_grad=True), Tensor(memory, requires_grad=True)
+        out = module(xt, mask) if kind == "self" else module(xt, mt, mask)
         (out * Tensor(rand(out.shape, np.float32, 7))).sum().backward()
         outputs.append(out.data)
-        grads.append([xt.grad] + [p.grad for p in mha.parameters()])
+        grads.append([xt.grad] + ([] if kind == "self" else [mt.grad]) + [p.grad for p in module.parameters()])
     np.testing.assert_allclose(outputs[0], outputs[1], rtol=1e-4, atol=1e-5)
     for fused_grad, plain_grad in zip(*grads):
         np.testing.assert_allclose(fused_grad, plain_grad, rtol=1e-3, atol=1e-4)
 
 
 def test_fused_op_errors_name_the_shapes():
-    with pytest.raises(ValueError, match=r"q \(2, 3, 8\), k \(2, 4, 6\)"):
-        F.multi_head_attention(Tensor(rand((2, 3, 8))), Tensor(rand((2, 4, 6))), Tensor(rand((2, 4, 6))), 2)
-    with pytest.raises(ValueError, match="not divisible by num_heads 3"):
-        F.multi_head_attention(Tensor(rand((2, 3, 8))), Tensor(rand((2, 4, 8))), Tensor(rand((2, 4, 8))), 3)
+    with pytest.raises(ValueError, match=r"qkv must be \(batch, length, 3 \* width\).*got shape \(2, 3, 8\)"):
+        F.self_attention(Tensor(rand((2, 3, 8))), 2)
+    with pytest.raises(ValueError, match=r"q \(2, 3, 8\) and kv \(2, 4, 12\) do not fit"):
+        F.cross_attention(Tensor(rand((2, 3, 8))), Tensor(rand((2, 4, 12))), 2)
+    with pytest.raises(ValueError, match="width 8 is not divisible by num_heads 3"):
+        F.self_attention(Tensor(rand((2, 3, 24))), 3)
+    with pytest.raises(ValueError, match="width 8 is not divisible by num_heads 3"):
+        F.cross_attention(Tensor(rand((2, 3, 8))), Tensor(rand((2, 4, 16))), 3)
+    with pytest.raises(TypeError, match="boolean"):
+        F.self_attention(Tensor(rand((2, 3, 24))), 2, np.ones((3, 3)))
 
 
 def test_mask_as_bias_keeps_broadcast_axes_small():

@@ -174,9 +174,9 @@ def test_whole_model_gradcheck_with_cross_entropy():
     src = np.array([[SOS, 1, 2, EOS], [SOS, 3, EOS, PAD]])
     tgt = np.array([[SOS, 10, 11, EOS, PAD], [SOS, 12, EOS, PAD, PAD]])
     params = dict(model.named_parameters())
-    checked = ["encoder.layers.0.self_attn.w_v.weight", "encoder.layers.0.norm2.weight",
-               "decoder.layers.0.self_attn.w_k.weight", "decoder.layers.0.cross_attn.w_q.weight",
-               "decoder.layers.0.cross_attn.w_v.bias", "decoder.layers.0.feed_forward.linear1.weight",
+    checked = ["encoder.layers.0.self_attn.w_qkv.weight", "encoder.layers.0.norm2.weight",
+               "decoder.layers.0.self_attn.w_qkv.bias", "decoder.layers.0.cross_attn.w_q.weight",
+               "decoder.layers.0.cross_attn.w_kv.bias", "decoder.layers.0.cross_attn.w_kv.weight", "decoder.layers.0.feed_forward.linear1.weight",
                "decoder.layers.0.norm3.bias", "output.bias"]
 
     def loss(*_):

@@ -153,10 +153,10 @@ def test_attention_step_graph_has_every_stage_in_data_flow_order(tiny_model):
     assert named == ["scores", "scaled scores", "masked scores", "weights", "attention output",
                      "heads concatenated", "encoder.layers.0.self_attn output"]
     prefix = "encoder.layers.0.self_attn."
-    for projection, target in (("w_q", "Q"), ("w_k", "K"), ("w_v", "V")):
-        assert _node(labels, target) in _reachable(_node(labels, prefix + projection + ".weight"), edges)
+    for target in ("Q", "K", "V"):       # one packed projection, then split (nanoGPT's c_attn)
+        assert _node(labels, target) in _reachable(_node(labels, prefix + "w_qkv.weight"), edges)
     assert out in _reachable(_node(labels, prefix + "w_o.weight"), edges)
-    assert _node(labels, "Q") not in _reachable(_node(labels, prefix + "w_k.weight"), edges)
+    assert _node(labels, "Q") not in _reachable(_node(labels, prefix + "w_o.weight"), edges)
     # K enters QKᵀ transposed, as the right-hand argument
     k_transposed = _path_from(_node(labels, "K"), labels, edges, _node(labels, "scores"))
     assert k_transposed[0] == "Transpose" and k_transposed[-2] == "MatMul"

@@ -47,8 +47,9 @@ def test_head_projections_and_attention_match_numpy(model, steps):
     attention = model.encoder.layers[0].self_attn
     lo, hi = 4, 8                                                                # head 1 of 4
     x = steps.x.astype(np.float64)
-    project = lambda linear: x @ linear.weight.data[:, lo:hi] + linear.bias.data[lo:hi]  # noqa: E731
-    q, k, v = project(attention.w_q), project(attention.w_k), project(attention.w_v)
+    qkv = x @ attention.w_qkv.weight.data + attention.w_qkv.bias.data           # [Q | K | V]
+    d = attention.d_model
+    q, k, v = qkv[:, lo:hi], qkv[:, d + lo:d + hi], qkv[:, 2 * d + lo:2 * d + hi]
     for ours, expected in ((steps.q, q), (steps.k, k), (steps.v, v)):
         np.testing.assert_allclose(ours, expected, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(steps.scores, q @ k.T, rtol=1e-4, atol=1e-4)
@@ -84,7 +85,8 @@ def test_wide_models_show_the_first_dims_and_say_so():
     wide = load_or_create_model(seed=0, d_model=32, heads=1, layers=1)
     text = format_walkthrough(compute_walkthrough(wide, "1676-11-30"), max_dims=8)
     assert "(first 8 of 32 dims; --max-dims to change)" in text
-    assert "columns 0..31 of w_q's output" in text                               # one head: all of Q
+    assert "columns 0..31 of w_qkv's output" in text                             # one head: all of Q
+    assert "columns 32..63 of w_qkv's output" in text                            # ... and of K
 
 
 def test_cli(capsys):

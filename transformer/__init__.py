@@ -3,7 +3,7 @@ date task it learns: ``1845-01-05`` -> ``January 5, 1845``.
 
     dates.py       the 68-token vocabulary, encode/decode, the date data set
     positional.py  sinusoidal table (the seed's formula) or learned positions
-    attention.py   scaled dot-product attention, MultiHeadAttention, masks
+    attention.py   scaled dot-product attention, SelfAttention / CrossAttention (packed w_qkv / w_kv), masks
     layers.py      feed-forward, EncoderLayer, DecoderLayer
     model.py       Transformer: encode, decode, decode_step (cached)
     decoding.py    greedy, beam search, temperature / top-k sampling
@@ -15,7 +15,8 @@ date task it learns: ``1845-01-05`` -> ``January 5, 1845``.
     checkpoint.py  atomic .npz checkpoints read without pickle, validated before use
     cli.py         dates-train, dates-translate, dates-evaluate
 """
-from .attention import MultiHeadAttention, causal_mask, padding_mask, scaled_dot_product_attention
+from .attention import (CrossAttention, MultiHeadAttention, SelfAttention, causal_mask, padding_mask,
+                        scaled_dot_product_attention)
 from .config import ModelConfig
 from .decoding import beam_search, greedy_decode, sample_decode
 from .layers import DecoderLayer, EncoderLayer, FeedForward

@@ -6,9 +6,14 @@ scores become -inf before the softmax, so they get exactly zero weight and zero
 gradient; a query row with no allowed key gets all-zero weights (never NaN).
 
 The three uses in the model:
-  encoder self-attention      padding_mask(src)                    (B, 1, 1, S)
-  decoder masked self-attn    causal_mask(T) & padding_mask(tgt)   (B, 1, T, T)
-  encoder-decoder (cross)     padding_mask(src)                    (B, 1, 1, S)
+  encoder self-attention      SelfAttention,  padding_mask(src)                    (B, 1, 1, S)
+  decoder masked self-attn    SelfAttention,  causal_mask(T) & padding_mask(tgt)   (B, 1, T, T)
+  encoder-decoder (cross)     CrossAttention, padding_mask(src)                    (B, 1, 1, S)
+
+Projections are packed as in nanoGPT: self-attention projects x once with
+``w_qkv`` (d_model -> 3*d_model: Q, K, V side by side) and splits the result;
+cross-attention projects the decoder's x with ``w_q`` and the encoder's memory
+with ``w_kv`` (K, V side by side). One parameter, one product per input.
 """
 import math
 
@@ -63,30 +68,45 @@ def _check_mask(mask, scores_shape):
     return mask
 
 
+# The packed projections and the separate d_model x d_model matrices they hold, in order
+# (checkpoints written before the packing have the separate ones: ``checkpoint`` converts them).
+PACKED_PROJECTIONS = {"w_qkv": ("w_q", "w_k", "w_v"), "w_kv": ("w_k", "w_v")}
+
+
+def packed_linear(d_model: int, parts: int) -> nn.Linear:
+    """Linear(d_model, parts * d_model), initialised exactly as ``parts`` separate
+    Linear(d_model, d_model) layers created one after the other would be (same draws), so
+    a model starts from the same weights whether its projections are packed or not."""
+    separate = [nn.Linear(d_model, d_model) for _ in range(parts)]
+    packed = nn.Linear.__new__(nn.Linear)        # a Linear without drawing weights of its own
+    packed.in_features, packed.out_features = d_model, parts * d_model
+    packed.weight = nn.Parameter(np.concatenate([p.weight.data for p in separate], axis=1))
+    packed.bias = nn.Parameter(np.concatenate([p.bias.data for p in separate]))
+    return packed
+
+
 class MultiHeadAttention(nn.Module):
-    """Project to ``num_heads`` heads, attend in each, concatenate, project back.
+    """What self- and cross-attention share: the heads, attention in each, the output
+    projection ``w_o``. Build a ``SelfAttention`` or a ``CrossAttention``.
 
     ``last_weights`` keeps the most recent attention weights, (B, heads, Tq, Tk),
     as a numpy array for inspection and heatmaps.
 
     Two ways to run the middle part, same values and gradients (tested):
-      * step by step (``fused = False``): split heads, ``scaled_dot_product_attention``
-        op by op, merge heads. This is the version to read, and the one
-        ``viz`` draws.
-      * fused (``fused = True``, the default): ``F.multi_head_attention``, one op
-        whose Numba kernel does all heads in one pass (training step ~1.3x faster).
-        Attention dropout needs the step-by-step path, so a module with dropout
-        uses it while training.
+      * step by step (``fused = False``): split Q, K, V and the heads,
+        ``scaled_dot_product_attention`` op by op, merge heads. This is the version
+        to read, and the one ``viz`` draws.
+      * fused (``fused = True``, the default): ``F.self_attention`` /
+        ``F.cross_attention``, one op whose Numba kernel reads Q, K, V straight from
+        the packed projection and does all heads in one pass (training step ~1.3x
+        faster). Attention dropout needs the step-by-step path, so a module with
+        dropout uses it while training.
     """
 
     def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, fused: bool = True):
-        if d_model % num_heads:
+        if num_heads < 1 or d_model % num_heads:
             raise ValueError(f"d_model {d_model} is not divisible by num_heads {num_heads}")
         self.d_model, self.num_heads, self.d_k = d_model, num_heads, d_model // num_heads
-        self.w_q = nn.Linear(d_model, d_model)
-        self.w_k = nn.Linear(d_model, d_model)
-        self.w_v = nn.Linear(d_model, d_model)
-        self.w_o = nn.Linear(d_model, d_model)
         self.dropout_p = dropout
         self.fused = fused
         self.last_weights = None
@@ -99,53 +119,95 @@ class MultiHeadAttention(nn.Module):
         batch, _, length, _ = x.shape
         return x.transpose(0, 2, 1, 3).reshape(batch, length, self.d_model)          # (B, T, h * d_k)
 
-    def project_key_value(self, key: Tensor, value: Tensor):
-        """Keys and values of all heads, (B, Tk, d_model) each (head h = columns h*d_k : (h+1)*d_k);
-        cached by incremental decoding."""
-        return self.w_k(key), self.w_v(value)
+    def split(self, packed: Tensor, parts: int):
+        """(B, T, parts * d_model) -> parts x (B, T, d_model): Q, K, V out of a packed projection."""
+        d = self.d_model
+        return tuple(packed[..., i * d:(i + 1) * d] for i in range(parts))
 
-    def forward(self, query: Tensor, key: Tensor, value: Tensor, mask=None, key_value=None):
-        """``key_value``: precomputed ``project_key_value`` output (then key/value are ignored)."""
-        if query.ndim != 3 or query.shape[-1] != self.d_model:
-            raise ValueError(f"MultiHeadAttention({self.d_model}, {self.num_heads}) expects query of shape "
-                             f"(batch, length, {self.d_model}), got {query.shape}")
-        if self.fused and not (self.training and self.dropout_p > 0):
-            return self._fused_forward(query, key, value, mask, key_value)
-        k, v = key_value if key_value is not None else self.project_key_value(key, value)
-        q, k, v = self.split_heads(self.w_q(query)).named("Q"), self.split_heads(k).named("K"), \
-            self.split_heads(v).named("V")
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask=None) -> Tensor:
+        """The step-by-step path: q (B, Tq, d_model), k, v (B, Tk, d_model) -> (B, Tq, d_model)."""
+        # 3 x (B, T, d) -> 3 x (B, h, T, d_k)
+        q, k, v = self.split_heads(q).named("Q"), self.split_heads(k).named("K"), self.split_heads(v).named("V")
         out, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout_p, self.training)  # (B, h, Tq, d_k)
         self.last_weights = weights.data
-        return self.w_o(self.merge_heads(out).named("heads concatenated"))
+        return self.merge_heads(out).named("heads concatenated")                              # (B, Tq, d_model)
 
-    def _fused_forward(self, query, key, value, mask, key_value):
-        """The same as the step-by-step path, with the projections that share an input done as
-        one matrix product (x @ [W_q | W_k | W_v] for self-attention, memory @ [W_k | W_v] for
-        cross-attention) and the heads by one fused op that reads Q, K, V from it in place."""
-        d = self.d_model
-        if key_value is not None:
-            k, v = key_value
-            sources, columns = (self.w_q(query), k, v), (0, 0, 0)
-        elif query is key and key is value:
-            qkv = self._packed_projection(query, self.w_q, self.w_k, self.w_v)
-            sources, columns = (qkv, qkv, qkv), (0, d, 2 * d)
-        elif key is value:
-            q, kv = self.w_q(query), self._packed_projection(key, self.w_k, self.w_v)
-            sources, columns = (q, kv, kv), (0, 0, d)
-        else:
-            q, (k, v) = self.w_q(query), self.project_key_value(key, value)
-            sources, columns = (q, k, v), (0, 0, 0)
+    def use_fused(self) -> bool:
+        return self.fused and not (self.training and self.dropout_p > 0)
+
+    def attend_to(self, q: Tensor, kv: Tensor, mask=None) -> Tensor:
+        """Queries q (B, Tq, d_model) over kv (B, Tk, 2*d_model) = [K | V] -> (B, Tq, d_model)."""
         if mask is not None:
-            mask = _check_mask(mask, (query.shape[0], self.num_heads, query.shape[1], sources[1].shape[1]))
-        out, self.last_weights = F.multi_head_attention(*sources, self.num_heads, mask, width=d, columns=columns)
-        return self.w_o(out.named("attention output"))
+            mask = _check_mask(mask, (q.shape[0], self.num_heads, q.shape[1], kv.shape[1]))
+        if not self.use_fused():
+            k, v = self.split(kv, 2)                                     # (B, Tk, 2*d) -> 2 x (B, Tk, d)
+            return self.attend(q, k, v, mask)
+        out, self.last_weights = F.cross_attention(q, kv, self.num_heads, mask)
+        return out.named("attention output")
 
-    @staticmethod
-    def _packed_projection(x, *linears):
-        """x @ [W_1 | W_2 | ...] + [b_1 | b_2 | ...]: one product instead of one per projection."""
-        weight = concatenate([linear.weight for linear in linears], axis=1)
-        bias = concatenate([linear.bias for linear in linears], axis=0)
-        return F.linear(x, weight, bias)
+    def _check_input(self, x: Tensor, what: str):
+        if x.ndim != 3 or x.shape[-1] != self.d_model:
+            raise ValueError(f"{type(self).__name__}({self.d_model}, {self.num_heads}) expects {what} of shape "
+                             f"(batch, length, {self.d_model}), got {x.shape}")
 
     def extra_repr(self):
         return f"d_model={self.d_model}, num_heads={self.num_heads}, fused={self.fused}"
+
+
+class SelfAttention(MultiHeadAttention):
+    """Every position of x attends to the positions of x (the mask says which).
+
+    One projection ``w_qkv`` = [W_q | W_k | W_v] (nanoGPT's ``c_attn``), then split.
+    """
+
+    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, fused: bool = True):
+        super().__init__(d_model, num_heads, dropout, fused)
+        self.w_qkv = packed_linear(d_model, 3)
+        self.w_o = nn.Linear(d_model, d_model)
+
+    def forward(self, x: Tensor, mask=None, cache=None) -> Tensor:
+        """x (B, T, d_model) -> (B, T, d_model). ``cache`` (a dict, incremental decoding): x
+        holds only the newest position(s); their keys and values are appended to
+        ``cache["kv"]`` and the queries attend over all of them."""
+        self._check_input(x, "x")
+        qkv = self.w_qkv(x).named("qkv")                                # (B, T, 3*d)
+        if cache is not None:
+            q, kv = qkv[..., :self.d_model], qkv[..., self.d_model:]     # (B, T, d), (B, T, 2*d)
+            if "kv" in cache:
+                kv = concatenate([cache["kv"], kv], axis=1)              # (B, T_cached + T, 2*d)
+            cache["kv"] = kv
+            return self.w_o(self.attend_to(q, kv, mask))
+        if mask is not None:
+            mask = _check_mask(mask, (x.shape[0], self.num_heads, x.shape[1], x.shape[1]))
+        if self.use_fused():
+            out, self.last_weights = F.self_attention(qkv, self.num_heads, mask)
+            return self.w_o(out.named("attention output"))
+        q, k, v = self.split(qkv, 3)                                     # (B, T, 3*d) -> 3 x (B, T, d)
+        return self.w_o(self.attend(q, k, v, mask))
+
+
+class CrossAttention(MultiHeadAttention):
+    """The decoder's positions x attend to the encoder's output ``memory``.
+
+    ``w_q`` projects x; ``w_kv`` = [W_k | W_v] projects memory once, then split.
+    """
+
+    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, fused: bool = True):
+        super().__init__(d_model, num_heads, dropout, fused)
+        self.w_q = nn.Linear(d_model, d_model)
+        self.w_kv = packed_linear(d_model, 2)
+        self.w_o = nn.Linear(d_model, d_model)
+
+    def forward(self, x: Tensor, memory: Tensor, mask=None, cache=None) -> Tensor:
+        """x (B, Tq, d_model), memory (B, Tk, d_model) -> (B, Tq, d_model). ``cache`` (a dict,
+        incremental decoding): memory's keys and values are projected once, into ``cache["kv"]``."""
+        self._check_input(x, "x")
+        self._check_input(memory, "memory")
+        q = self.w_q(x)                                                  # (B, Tq, d)
+        if cache is None:
+            kv = self.w_kv(memory).named("kv")                          # (B, Tk, 2*d)
+        else:
+            if "kv" not in cache:
+                cache["kv"] = self.w_kv(memory)
+            kv = cache["kv"]
+        return self.w_o(self.attend_to(q, kv, mask))

@@ -3,9 +3,9 @@
     EncoderLayer:  x = LN(x + SelfAttn(x));  x = LN(x + FFN(x))
     DecoderLayer:  x = LN(x + MaskedSelfAttn(x));  x = LN(x + CrossAttn(x, memory));  x = LN(x + FFN(x))
 """
-from minigrad import concatenate, nn
+from minigrad import nn
 
-from .attention import MultiHeadAttention
+from .attention import CrossAttention, SelfAttention
 
 
 class FeedForward(nn.Module):
@@ -22,22 +22,22 @@ class FeedForward(nn.Module):
 
 class EncoderLayer(nn.Module):
     def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0):
-        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
+        self.self_attn = SelfAttention(d_model, num_heads, dropout)
         self.norm1 = nn.LayerNorm(d_model)
         self.feed_forward = FeedForward(d_model, d_ff, dropout)
         self.norm2 = nn.LayerNorm(d_model)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x, mask=None):
-        x = self.norm1(x + self.dropout(self.self_attn(x, x, x, mask)))
+        x = self.norm1(x + self.dropout(self.self_attn(x, mask)))
         return self.norm2(x + self.dropout(self.feed_forward(x)))
 
 
 class DecoderLayer(nn.Module):
     def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0):
-        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
+        self.self_attn = SelfAttention(d_model, num_heads, dropout)
         self.norm1 = nn.LayerNorm(d_model)
-        self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout)
+        self.cross_attn = CrossAttention(d_model, num_heads, dropout)
         self.norm2 = nn.LayerNorm(d_model)
         self.feed_forward = FeedForward(d_model, d_ff, dropout)
         self.norm3 = nn.LayerNorm(d_model)
@@ -45,21 +45,11 @@ class DecoderLayer(nn.Module):
 
     def forward(self, x, memory, self_mask=None, memory_mask=None, cache=None):
         """``cache`` (a dict, incremental decoding): x holds only the newest position(s);
-        their keys/values are appended to the cached ones, and the memory's keys/values
-        are projected once and reused. Without a cache x is the whole prefix."""
-        if cache is None:
-            self_kv = None
-            memory_kv = None
-        else:
-            k_new, v_new = self.self_attn.project_key_value(x, x)
-            if "self_k" in cache:
-                k_new = concatenate([cache["self_k"], k_new], axis=1)
-                v_new = concatenate([cache["self_v"], v_new], axis=1)
-            cache["self_k"], cache["self_v"] = k_new, v_new
-            self_kv = (k_new, v_new)
-            if "memory_kv" not in cache:
-                cache["memory_kv"] = self.cross_attn.project_key_value(memory, memory)
-            memory_kv = cache["memory_kv"]
-        x = self.norm1(x + self.dropout(self.self_attn(x, x, x, self_mask, key_value=self_kv)))
-        x = self.norm2(x + self.dropout(self.cross_attn(x, memory, memory, memory_mask, key_value=memory_kv)))
+        their keys/values are appended to the cached ones (``cache["self"]``), and the
+        memory's keys/values are projected once and reused (``cache["memory"]``). Without a
+        cache x is the whole prefix."""
+        self_cache = None if cache is None else cache.setdefault("self", {})
+        memory_cache = None if cache is None else cache.setdefault("memory", {})
+        x = self.norm1(x + self.dropout(self.self_attn(x, self_mask, cache=self_cache)))
+        x = self.norm2(x + self.dropout(self.cross_attn(x, memory, memory_mask, cache=memory_cache)))
         return self.norm3(x + self.dropout(self.feed_forward(x)))

@@ -13,7 +13,7 @@ import numpy as np
 
 from minigrad import Tensor, nn, rng
 
-from .attention import causal_mask, padding_mask
+from .attention import PACKED_PROJECTIONS, causal_mask, padding_mask
 from .config import ModelConfig
 from .dates import PAD
 from .layers import DecoderLayer, EncoderLayer
@@ -62,11 +62,16 @@ class Transformer(nn.Module):
     def _init_weights(self):
         # Xavier-uniform for every matrix, as the paper's reference code and the
         # PyTorch reference in shared/bench do; with embeddings scaled by sqrt(d)
-        # this trains the date task in a few hundred steps.
-        for p in self.parameters():
+        # this trains the date task in a few hundred steps. A packed projection (w_qkv,
+        # w_kv) gets it block by block, as the separate d x d matrices it holds would.
+        for name, p in self.named_parameters():
             if p.ndim == 2:
-                bound = math.sqrt(6.0 / (p.shape[0] + p.shape[1]))
-                p.data = rng.generator().uniform(-bound, bound, p.shape).astype(p.dtype)
+                linear = name.split(".")[-2]             # 'w_qkv' in '...self_attn.w_qkv.weight'
+                parts = len(PACKED_PROJECTIONS[linear]) if linear in PACKED_PROJECTIONS else 1
+                rows, columns = p.shape[0], p.shape[1] // parts
+                bound = math.sqrt(6.0 / (rows + columns))
+                blocks = [rng.generator().uniform(-bound, bound, (rows, columns)) for _ in range(parts)]
+                p.data = np.concatenate(blocks, axis=1).astype(p.dtype)
 
     # ----------------------------------------------------------------- parts
     def embed(self, ids, embedding, positions, offset=0):
@@ -114,9 +119,8 @@ class Transformer(nn.Module):
         beams). The memory's keys/values need no reordering: beams only ever move within
         the rows of their own source, whose memory rows are identical."""
         for cache in caches:
-            for key in ("self_k", "self_v"):
-                if key in cache:
-                    cache[key] = Tensor(cache[key].data[order])
+            if "kv" in cache.get("self", {}):
+                cache["self"]["kv"] = Tensor(cache["self"]["kv"].data[order])
 
 
 def _check_ids(ids, what, config):

@@ -3,11 +3,12 @@
     python examples/attention_graph.py --date 1845-01-05 --kind cross --layer 1 --backward
 
 The model runs once on the date (teacher-forced on the correct answer) while
-the chosen MultiHeadAttention's arguments are captured; that module is then
+the chosen attention module's arguments are captured; that module is then
 called again on copies of those arguments inside ``record_scopes(model)``, so
 the drawing holds only its tens of nodes, clustered by sub-module:
 
-    x -> w_q / w_k / w_v (Linear) -> split heads (Reshape, Transpose) -> Q, K, V
+    x -> w_qkv (Linear; cross-attention: w_q on x, w_kv on memory) -> split into Q, K, V
+      (GetItem) -> split heads (Reshape, Transpose) -> Q, K, V
       -> Q Kᵀ (Transpose, MatMul) -> ÷ √d_k (Div) -> mask (MaskedFill) -> Softmax
       -> weights @ V (MatMul) -> heads concatenated (Transpose, Reshape) -> w_o (Linear)
 
@@ -15,6 +16,7 @@ the drawing holds only its tens of nodes, clustered by sub-module:
 intermediate retaining its gradient, and shows each gradient's shape and norm.
 """
 import argparse
+import inspect
 import os
 import sys
 import time
@@ -37,7 +39,7 @@ MASK_KINDS = {"encoder-self": "padding", "decoder-self": "causal + padding", "cr
 
 
 def attention_module_name(kind: str, layer: int) -> str:
-    """The dotted name of the MultiHeadAttention, e.g. 'decoder.layers.1.cross_attn'."""
+    """The dotted name of the attention module, e.g. 'decoder.layers.1.cross_attn'."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
     side = "encoder" if kind == "encoder-self" else "decoder"
@@ -54,21 +56,29 @@ def find_attention_module(model, kind: str, layer: int):
 
 @dataclass
 class AttentionCall:
-    """The arguments one MultiHeadAttention received during a forward pass."""
-    query: Tensor
-    key: Tensor
-    value: Tensor
+    """The arguments one SelfAttention (x, mask) or CrossAttention (x, memory, mask) received
+    during a forward pass; ``memory`` is None for self-attention."""
+    x: Tensor
+    memory: Tensor
     mask: np.ndarray
+
+    def run(self, module):
+        """Call ``module`` again with these arguments (no cache)."""
+        if self.memory is None:
+            return module(self.x, self.mask)
+        return module(self.x, self.memory, self.mask)
 
 
 def capture_attention_call(model, module, src, tgt_in) -> AttentionCall:
     """Run the model once (eval, no grad) and record what ``module`` was called with."""
     calls = []
     original_forward = module.forward
+    signature = inspect.signature(original_forward)
 
-    def recording_forward(query, key, value, mask=None, key_value=None):
-        calls.append(AttentionCall(query, key, value, mask))
-        return original_forward(query, key, value, mask, key_value)
+    def recording_forward(*args, **kwargs):
+        arguments = signature.bind(*args, **kwargs).arguments
+        calls.append(AttentionCall(arguments["x"], arguments.get("memory"), arguments.get("mask")))
+        return original_forward(*args, **kwargs)
 
     module.forward = recording_forward          # an instance attribute shadows the method
     try:
@@ -80,16 +90,11 @@ def capture_attention_call(model, module, src, tgt_in) -> AttentionCall:
 
 
 def _as_leaves(call: AttentionCall) -> AttentionCall:
-    """Fresh leaf tensors (requiring grad) for the captured inputs; the same tensor stays shared."""
-    if call.key is call.query:
-        names = {id(call.query): "x (query = key = value)"}
-    else:
-        names = {id(call.query): "x (query)", id(call.key): "memory (encoder output)"}
-    leaves = {}
-    for t in (call.query, call.key, call.value):
-        if id(t) not in leaves:
-            leaves[id(t)] = Tensor(t.data, requires_grad=True, name=names.get(id(t), "value input"))
-    return AttentionCall(leaves[id(call.query)], leaves[id(call.key)], leaves[id(call.value)], call.mask)
+    """Fresh leaf tensors (requiring grad) for the captured inputs."""
+    if call.memory is None:
+        return AttentionCall(Tensor(call.x.data, requires_grad=True, name="x (query = key = value)"), None, call.mask)
+    return AttentionCall(Tensor(call.x.data, requires_grad=True, name="x (query)"),
+                         Tensor(call.memory.data, requires_grad=True, name="memory (encoder output)"), call.mask)
 
 
 def build_attention_graph(model, date="1845-01-05", kind="encoder-self", layer=0, backward=False,
@@ -111,7 +116,7 @@ def build_attention_graph(model, date="1845-01-05", kind="encoder-self", layer=0
     module.fused = False  # draw every stage, not the one fused op
     try:
         with record_scopes(model):
-            output = module(call.query, call.key, call.value, call.mask).named(f"{name} output")
+            output = call.run(module).named(f"{name} output")
     finally:
         model.train(was_training)
         module.fused = was_fused

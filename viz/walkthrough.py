@@ -10,7 +10,7 @@ the sum X; Q, K, V = X W + b for the head; Q Kᵀ; Q Kᵀ / sqrt(d_k); the softm
 weights; and the head's output, weights @ V.
 
 Every number comes from the model's own modules (``src_embed``,
-``src_positions``, ``w_q``/``w_k``/``w_v``, ``split_heads``,
+``src_positions``, ``w_qkv`` and ``split``, ``split_heads``,
 ``scaled_dot_product_attention``), and the weights are checked against the
 ``last_weights`` the encoder recorded in a real forward pass.
 """
@@ -69,8 +69,7 @@ def compute_walkthrough(model, date: str = DEFAULT_DATE, head: int = 0) -> Walkt
         scaled = embedding * math.sqrt(d_model)
         x = model.src_positions(scaled)
         positional = model.src_positions(Tensor(np.zeros_like(scaled.data)))
-        q = attention.split_heads(attention.w_q(x))                   # (1, h, T, d_k)
-        k, v = (attention.split_heads(t) for t in attention.project_key_value(x, x))
+        q, k, v = (attention.split_heads(t) for t in attention.split(attention.w_qkv(x), 3))  # (1, h, T, d_k)
         scores = q @ k.swapaxes(-1, -2)
         mask = padding_mask(src, PAD)
         output, weights = scaled_dot_product_attention(q, k, v, mask)
@@ -139,9 +138,10 @@ def format_walkthrough(w: Walkthrough, markdown=False, max_dims=16) -> str:
     section("Positional encoding", "PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(...)"
             if _is_sinusoidal(w) else "learned position vectors", w.positional)
     section("X = scaled embeddings + positional encoding", "the encoder's input (no dropout in eval mode)", w.x)
-    for name, matrix in (("Q", w.q), ("K", w.k), ("V", w.v)):
+    for block, (name, matrix) in enumerate((("Q", w.q), ("K", w.k), ("V", w.v))):
+        first = block * w.d_model         # w_qkv's output holds Q, K and V side by side
         section(f"{name} = X · W_{name.lower()} + b_{name.lower()}, head {w.head}",
-                f"columns {lo}..{hi - 1} of w_{name.lower()}'s output", matrix)
+                f"columns {first + lo}..{first + hi - 1} of w_qkv's output (Q | K | V side by side)", matrix)
     section("Q · Kᵀ", "row i, column j: how strongly query i matches key j", w.scores, keys)
     section(f"Q · Kᵀ / √d_k  (÷ {math.sqrt(w.d_k):.4f})", None, w.scaled_scores, keys)
     section("softmax(Q · Kᵀ / √d_k): attention weights", "each row sums to 1; <pad> keys would get 0",

@@ -8,10 +8,10 @@
     matmul.py      MatMul
     softmax.py     Softmax LogSoftmax
     nn_ops.py      Linear LayerNorm Dropout CrossEntropy
-    attention.py   MultiHeadAttentionCore (the fused attention step)
+    attention.py   SelfAttentionCore CrossAttentionCore (the fused attention step)
 """
 from .arithmetic import Add, Div, Mul, Neg, Pow, ScalarBasePow, Sub
-from .attention import MultiHeadAttentionCore
+from .attention import CrossAttentionCore, SelfAttentionCore
 from .checks import normalize_axis, normalize_axes
 from .elementwise import Abs, Cast, Clamp, Exp, GELU, Log, ReLU, Sigmoid, Sqrt, Tanh
 from .matmul import MatMul, matmul
