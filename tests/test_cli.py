@@ -375,3 +375,13 @@ def test_progress_bar_starts_after_the_first_step(tmp_path, monkeypatch):
         "exact_match": 0.0, "char_accuracy": 0.0, "count": 1, "wrong": []})
     trainer.run(progress=False)
     assert created == [(1, 1)]
+
+
+@pytest.mark.parametrize("main, argv", [(cli.train_main, ["--max-steps", "1"]),
+                                        (cli.translate_main, ["1996-09-08"]), (cli.evaluate_main, [])])
+def test_a_bad_blas_thread_setting_is_one_line_before_any_work(main, argv, capsys, monkeypatch):
+    monkeypatch.setenv("MINIGRAD_BLAS_THREADS", "many")
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.count("\n") == 1 and "MINIGRAD_BLAS_THREADS" in err

@@ -37,6 +37,15 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message):
         self.exit(2, f"error: {message} (see {self.prog} --help)\n")
 
+    def parse_args(self, args=None, namespace=None):
+        parsed = super().parse_args(args, namespace)
+        from minigrad.threads import blas_setting
+        try:
+            blas_setting()        # a bad MINIGRAD_BLAS_THREADS: one line now, not a traceback mid-run
+        except ValueError as error:
+            self.exit(2, f"error: {error}\n")
+        return parsed
+
 
 def _finite(text: str) -> float:
     """argparse type: a finite float ('nan' and 'inf' are refused with the usual usage error)."""

@@ -174,8 +174,9 @@ class Trainer:
             try:
                 while self.step < c.steps and not stop:
                     t0 = time.perf_counter()
-                    with blas_threads.step():
+                    with blas_threads.step() as threads:
                         record = self.train_step()
+                    record["blas_threads"] = threads
                     seconds = time.perf_counter() - t0
                     interrupt.armed = True             # from now on there is a step worth saving
                     step_times.append(seconds)
