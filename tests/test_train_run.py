@@ -234,68 +234,63 @@ def test_unwritable_out_folder(tmp_path, capsys):
 # ------------------------------------------------------------ stopping rule
 def test_target_stop_rule():
     rule = TargetStop(target=0.9, confirm_steps=10, cooldown_at=0.8, window=2, min_gap=5)
-    rule.record_batch(1.0)
-    assert not rule.evaluation_due(3)                         # the estimate needs a full window
-    rule.record_batch(0.5)
-    assert not rule.evaluation_due(4)                         # estimate 0.75 < 0.8
-    rule.record_batch(0.6)
-    rule.record_batch(1.0)
-    assert rule.evaluation_due(5)                             # 0.8, and 5 steps since the last evaluation
-    assert rule.record_evaluation(5, 0.85, 1.0) == "hit"      # >= cooldown_at: the cool-down starts
-    assert rule.reached_step is None
+    assert not rule.record_batch(1, 1.0)                     # the estimate needs a full window
+    assert not rule.record_batch(2, 0.5)                     # estimate 0.75 < 0.8
+    assert not rule.record_batch(3, 0.6)
+    assert not rule.record_batch(4, 1.0) and rule.hit_step is None   # 0.8, but 4 steps < min_gap
+    assert rule.record_batch(5, 1.0) and rule.hit_step == 5  # 1.0 >= cooldown_at: the cool-down starts
+    assert not rule.record_batch(6, 1.0)                     # one hit at a time
     assert not rule.evaluation_due(14) and rule.evaluation_due(15)
-    assert rule.record_evaluation(10, 0.5, 2.0) == ""        # inside the window: logged only
+    assert rule.record_evaluation(10, 0.95, 2.0) == ""       # inside the cool-down: logged only
+    assert rule.reached_step == 10
     assert rule.record_evaluation(15, 0.85, 3.0) == "missed"  # the settled model fell short: search on,
-    assert rule.hit_step is None and rule.hit_at == 0.9       # now for the target itself
-    assert rule.record_evaluation(20, 0.85, 3.5) == ""
-    assert rule.record_evaluation(30, 0.91, 4.0) == "hit"
-    assert rule.record_evaluation(40, 0.92, 5.0) == "confirmed"
-    assert (rule.reached_step, rule.reached_seconds) == (30, 4.0) and rule.confirmed(40)
+    assert rule.hit_step is None and rule.hit_at == 0.9 and rule.reached_step is None   # for the target
+    assert not rule.record_batch(21, 0.7) and not rule.record_batch(22, 0.9)    # estimates 0.85, 0.8 < 0.9
+    assert rule.record_batch(23, 0.95) and rule.hit_step == 23
+    assert rule.record_evaluation(33, 0.92, 5.0) == "confirmed"
+    assert (rule.reached_step, rule.reached_seconds) == (33, 5.0) and rule.confirmed(33)
 
-    rule = TargetStop(target=0.9, confirm_steps=10, cooldown_at=0.8)
-    assert rule.record_evaluation(5, 0.85, 1.0) == "hit"
-    assert rule.record_evaluation(15, 0.95, 2.0) == "confirmed"   # first at the target at the window's end
-    assert rule.reached_step == 15
-    assert TargetStop(0.0, 10).record_evaluation(5, 1.0, 0) == ""   # 0 disables stopping
+    assert not TargetStop(0.0, 10, window=1).record_batch(20, 1.0)   # 0 disables stopping
+    assert TargetStop(0.0, 10).record_evaluation(5, 1.0, 0) == ""
     assert TargetStop(0.5, 10, cooldown_at=0.99).hit_at == 0.5     # cooldown_at is capped at the target
 
 
-def scripted(monkeypatch, accuracy_at):
-    """Held-out accuracy as a function of the step; every batch looks perfect (so the trainer
-    evaluates as often as the rule allows)."""
-    monkeypatch.setattr(training, "teacher_forced_exact_match", lambda logits, targets: 1.0)
+def scripted(monkeypatch, accuracy_at, batch_at=lambda step: 1.0):
+    """Held-out accuracy and each training batch's exact match as functions of the step."""
+    steps = iter(range(1, 10 ** 6))
+    monkeypatch.setattr(training, "teacher_forced_exact_match", lambda logits, targets: batch_at(next(steps)))
     monkeypatch.setattr(Trainer, "evaluate", lambda self, limit=None, show_wrong=5: {
         "exact_match": accuracy_at(self.step), "char_accuracy": 1.0, "count": 2000, "wrong": []})
 
 
-def test_run_cools_down_at_the_first_hit_and_stops_when_it_holds(tmp_path, monkeypatch):
-    scripted(monkeypatch, lambda step: 1.0 if step >= 12 else 0.5)
-    trainer = Trainer(training.ModelConfig(d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1,
-                                           d_ff=32),
-                      training.TrainConfig(steps=200, batch_size=8, warmup=4, cooldown=6, target_accuracy=0.99),
-                      out_dir=str(tmp_path))
-    trainer.stopper.min_gap = 4
+def tiny_trainer(tmp_path):
+    return Trainer(training.ModelConfig(d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1,
+                                        d_ff=32),
+                   training.TrainConfig(steps=200, batch_size=8, warmup=4, cooldown=6, target_accuracy=0.99),
+                   out_dir=str(tmp_path))
+
+
+def test_run_cools_down_when_the_batches_are_right_and_stops_when_it_holds(tmp_path, monkeypatch):
+    scripted(monkeypatch, lambda step: 1.0, batch_at=lambda step: 1.0 if step >= 9 else 0.5)
+    trainer = tiny_trainer(tmp_path)
     summary = trainer.run(progress=False)
-    evaluated = [h["step"] for h in trainer.history]
-    assert evaluated == [4, 8, 12, 18]                        # every 4 steps, then at the cool-down's end
+    # batches 9-12 all right: the cool-down starts after step 12; held-out checked once, at 18
+    assert [h["step"] for h in trainer.history] == [18]
     assert trainer.schedule.cooldown_start == 12
-    assert summary["steps"] == 18 and summary["target_confirmed"] and summary["reached_step"] == 12
+    assert summary["steps"] == 18 and summary["target_confirmed"] and summary["reached_step"] == 18
     assert trainer.optimizer.lr == pytest.approx(trainer.config.lr * trainer.config.final_lr_fraction)
     assert load_checkpoint(str(tmp_path / "model.npz"))[2]["step"] == 18
     assert Trainer.resume(str(tmp_path / "model.npz")).run(progress=False)["steps"] == 18   # done is done
 
 
-def test_a_lucky_hit_does_not_stop_the_run(tmp_path, monkeypatch):
-    scripted(monkeypatch, lambda step: 1.0 if step == 8 or step >= 26 else 0.5)
-    trainer = Trainer(training.ModelConfig(d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1,
-                                           d_ff=32),
-                      training.TrainConfig(steps=200, batch_size=8, warmup=4, cooldown=6, target_accuracy=0.99),
-                      out_dir=str(tmp_path))
+def test_a_settled_model_below_the_target_trains_on(tmp_path, monkeypatch):
+    scripted(monkeypatch, lambda step: 1.0 if step >= 20 else 0.5)
+    trainer = tiny_trainer(tmp_path)
     trainer.stopper.min_gap = 4
     summary = trainer.run(progress=False)
-    # 8 hit, 14 (end of its cool-down) missed; 26 hit, 32 confirmed
-    assert [h["step"] for h in trainer.history] == [4, 8, 14, 18, 22, 26, 32]
-    assert summary["steps"] == 32 and summary["reached_step"] == 26
+    # hit at 4 (first full window), missed at 10; the next hit needs min_gap: 14, confirmed at 20
+    assert [h["step"] for h in trainer.history] == [10, 20]
+    assert summary["steps"] == 20 and summary["reached_step"] == 20 and summary["cooldown_step"] == 14
 
 
 @pytest.mark.slow

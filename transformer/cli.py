@@ -110,10 +110,11 @@ def _train_parser():
                    help=f"stop when held-out exact match reaches this fraction (default: {t.target_accuracy}); "
                         "0 = never stop early, train --max-steps steps")
     p.add_argument("--cooldown", type=int, default=t.cooldown,
-                   help="steps of learning-rate decay once held-out exact match reaches --cooldown-at; the "
-                        "target must hold at their end (default: %(default)s)")
+                   help="steps of learning-rate decay once the training batches' exact match reaches "
+                        "--cooldown-at; the held-out target must hold at their end (default: %(default)s)")
     p.add_argument("--cooldown-at", type=_finite, default=t.cooldown_at,
-                   help="held-out exact match that starts the cool-down (default: %(default)s)")
+                   help="exact match of the last 4 training batches that starts the cool-down "
+                        "(default: %(default)s)")
     p.add_argument("--batch-size", type=int, default=t.batch_size)
     p.add_argument("--lr", type=_finite, default=t.lr, help="peak learning rate after warm-up")
     p.add_argument("--warmup", type=int, default=t.warmup)

@@ -1,22 +1,20 @@
-"""When to evaluate on the held-out dates, and when the model is done.
+"""When the model is done: start the learning rate's cool-down, then confirm on held-out dates.
 
 A held-out evaluation decodes 2,000 dates (about a second, ten training steps), so the
-trainer does not run one on a fixed short cadence. Instead every training batch gives a
-free estimate: the batch's teacher-forced exact match (``training.teacher_forced_exact_match``),
-which equals what greedy decoding would score on that batch. When the last ``window``
-batches together score at least the target, a held-out evaluation is worth running.
-
-The rule that stops training (measured in docs/early_stopping.md):
-  1. a held-out evaluation reaches ``cooldown_at`` (98% by default, or the target if lower)
-     at step S: the trainer starts the learning rate's cool-down
-     (``WarmupPlateauCooldown.start_cooldown``); at the peak rate accuracy wobbles, so
-     waiting there for 99.9% costs many steps, while the cool-down settles it fast;
-  2. the evaluation at step S + ``confirm_steps`` (the end of the cool-down, a settled
-     model) must reach the target: training stops there.
-A lucky evaluation at the peak learning rate therefore never ends a run. If the model at
-the end of the cool-down falls short, the search goes on at the cool-down's low final rate,
-and each later hit (now at the target itself) needs the same confirmation ``confirm_steps``
-later. Evaluations inside a window (the regular ``eval_every`` ones) are only logged.
+trainer does not run one to find out when to cool down. Every training batch gives a free
+estimate instead: the batch's teacher-forced exact match
+(``training.teacher_forced_exact_match``), which equals what greedy decoding would score
+on that batch. The rule (measured in docs/early_stopping.md):
+  1. when the last ``window`` batches together score at least ``cooldown_at`` (98% by
+     default, or the target if lower), at step S, the trainer starts the learning rate's
+     cool-down (``WarmupPlateauCooldown.start_cooldown``): at the peak rate accuracy
+     wobbles, so waiting there for 99.9% costs many steps, while the cool-down settles it;
+  2. the held-out evaluation at step S + ``confirm_steps`` (the end of the cool-down, a
+     settled model) must reach the target: training stops there.
+No single evaluation at the peak learning rate can end a run. If the settled model falls
+short, the search goes on at the cool-down's low final rate: the next hit needs the batch
+estimate at the target itself, and the same confirmation ``confirm_steps`` later.
+Regular evaluations (``eval_every``) are only logged.
 """
 
 
@@ -43,38 +41,35 @@ class TargetStop:
         return (self.enabled and self.hit_step is not None and self.last_eval_step == step
                 and step >= self.hit_step + self.confirm_steps and self.reached_step is not None)
 
-    def record_batch(self, exact_match: float):
+    def record_batch(self, step: int, exact_match: float) -> bool:
+        """Add a training batch's exact match; True when the estimate starts the cool-down."""
         self.recent = (self.recent + [exact_match])[-self.window:]
+        if not self.enabled or self.hit_step is not None or len(self.recent) < self.window:
+            return False
+        if sum(self.recent) / self.window >= self.hit_at and step - self.last_eval_step >= self.min_gap:
+            self.hit_step = step
+            return True
+        return False
 
     def evaluation_due(self, step: int) -> bool:
-        """Is a held-out evaluation worth running after this step (for stopping)?"""
-        if not self.enabled:
-            return False
-        if self.hit_step is not None:
-            return step >= self.hit_step + self.confirm_steps
-        estimate_ready = len(self.recent) == self.window and sum(self.recent) / self.window >= self.hit_at
-        return estimate_ready and step - self.last_eval_step >= self.min_gap
+        """Is the held-out evaluation that confirms (or not) the target due after this step?"""
+        return self.enabled and self.hit_step is not None and step >= self.hit_step + self.confirm_steps
 
     def record_evaluation(self, step: int, exact_match: float, seconds: float) -> str:
-        """-> "hit" (start the cool-down), "confirmed" (stop), "missed" (search on) or ""."""
+        """-> "confirmed" (stop), "missed" (search on) or "" (logged only)."""
         self.last_eval_step = step
         if not self.enabled:
             return ""
-        if exact_match >= self.target and self.reached_step is None:
+        if exact_match < self.target:
+            self.reached_step = self.reached_seconds = None
+        elif self.reached_step is None:
             self.reached_step, self.reached_seconds = step, seconds
-        if self.hit_step is not None:
-            if step < self.hit_step + self.confirm_steps:
-                return ""
-            if exact_match >= self.target:
-                return "confirmed"
-            self.hit_step, self.hit_at = None, self.target     # the low final rate stays: a hit now
-            self.reached_step = self.reached_seconds = None    # must be the target itself
-            return "missed"
-        if exact_match >= self.hit_at:
-            self.hit_step = step
-            return "confirmed" if self.confirm_steps == 0 and exact_match >= self.target else "hit"
-        self.reached_step = self.reached_seconds = None
-        return ""
+        if not self.evaluation_due(step):
+            return ""
+        if exact_match >= self.target:
+            return "confirmed"
+        self.hit_step, self.hit_at = None, self.target     # the low final rate stays: a hit now
+        return "missed"                                    # must be the target itself
 
     def state_dict(self) -> dict:
         return {"recent": list(self.recent), "hit_step": self.hit_step, "hit_at": self.hit_at,

@@ -46,7 +46,7 @@ class TrainConfig:
                                   # the window that confirms the target (any schedule)
     final_lr_fraction: float = 0.1
     target_accuracy: float = 0.999  # stop when held-out exact match reaches it (confirmed); 0 = never
-    cooldown_at: float = 0.98     # held-out exact match that starts the cool-down (at most the target)
+    cooldown_at: float = 0.98     # training batches' exact match that starts the cool-down (at most the target)
     betas: tuple = (0.9, 0.98)    # Adam, as in the paper
     eps: float = 1e-9
     clip: float = 1.0             # max global gradient norm (0 = no clipping)
@@ -181,7 +181,8 @@ class Trainer:
                     interrupt.armed = True             # from now on there is a step worth saving
                     step_times.append(seconds)
                     record.update(seconds=round(seconds, 5), tokens_per_s=round(record["tokens"] / seconds, 1))
-                    self.stopper.record_batch(record["batch_exact_match"])
+                    if self.stopper.record_batch(self.step, record["batch_exact_match"]):
+                        self._start_cooldown(bar)
                     last_step = self.step == c.steps
                     if (c.eval_every and self.step % c.eval_every == 0 or last_step
                             or self.stopper.evaluation_due(self.step)):
@@ -226,14 +227,20 @@ class Trainer:
         self.history.append({"step": self.step, "exact_match": result["exact_match"],
                              "char_accuracy": result["char_accuracy"], "loss": record["loss"]})
         outcome = self.stopper.record_evaluation(self.step, result["exact_match"], seconds)
-        note = {"hit": "  -> cooling down; the target must hold at its end",
-                "confirmed": "  -> target confirmed: stopping", "missed": "  -> below the target after the cool-down"}
+        note = {"confirmed": "  -> target confirmed: stopping", "missed": "  -> below the target after the cool-down"}
         message = (f"step {self.step:5d}  loss {record['loss']:.4f}  held-out exact match "
                    f"{result['exact_match']:.2%}{note.get(outcome, '')}")
         (bar.write if bar is not None else print)(message)
-        if outcome == "hit" and hasattr(self.schedule, "start_cooldown"):
-            self.schedule.start_cooldown()
         return outcome == "confirmed"
+
+    def _start_cooldown(self, bar):
+        """The training batches are nearly all right: settle the model, then check held-out dates."""
+        s = self.stopper
+        (bar.write if bar is not None else print)(
+            f"step {self.step:5d}  training batches at {s.hit_at:.1%} exact match: cooling down; "
+            f"held-out dates are checked at step {s.hit_step + s.confirm_steps}")
+        if hasattr(self.schedule, "start_cooldown"):
+            self.schedule.start_cooldown()
 
     # ----------------------------------------------------------- checkpoints
     def save(self, path: str, elapsed: float = None):
