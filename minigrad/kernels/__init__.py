@@ -25,6 +25,7 @@ from .adam_kernel import adam_update, adam_update_all, adam_update_numpy
 from .attention_kernels import attention, attention_backward, attention_backward_numpy, attention_numpy
 from .backend import BACKENDS, get_backend, numpy_selected, set_backend, use_backend
 from .column_sums import column_sums, column_sums_numpy
+from .masked_fill import masked_fill, masked_fill_numpy
 from .compile_cache import cache_is_cold
 from .layer_norm_kernels import layer_norm, layer_norm_backward, layer_norm_backward_numpy, layer_norm_numpy
 from .matmul_kernels import matmul, matmul_numpy
@@ -40,4 +41,4 @@ __all__ = ["matmul", "softmax", "softmax_backward", "log_softmax", "log_softmax_
            "attention", "attention_backward", "attention_numpy", "attention_backward_numpy",
            "relu", "relu_backward", "relu_numpy", "relu_backward_numpy",
            "set_backend", "get_backend", "use_backend", "numpy_selected", "BACKENDS", "lanes", "cache_is_cold",
-           "column_sums", "column_sums_numpy"]
+           "column_sums", "column_sums_numpy", "masked_fill", "masked_fill_numpy"]
