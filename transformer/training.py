@@ -84,8 +84,8 @@ def teacher_forced_exact_match(logits: np.ndarray, targets: np.ndarray) -> float
 
     When every teacher-forced prediction is right, greedy decoding feeds itself the same
     prefixes and writes exactly the target: so this is the batch's greedy exact match
-    before the update, for free (the logits exist already). The trainer uses it to decide
-    when a held-out evaluation is worth its second of decoding.
+    before the update, for free (the logits exist already). The stopping rule starts the
+    learning-rate cool-down from it (``stopping.TargetStop``), without a second of decoding.
     """
     right = (logits.argmax(axis=-1) == targets) | (targets == PAD)
     return float(right.all(axis=1).mean())
