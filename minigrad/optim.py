@@ -213,8 +213,8 @@ class WarmupPlateauCooldown(LRSchedule):
     then a cosine decay to ``min_lr`` over ``cooldown`` steps, and ``min_lr`` after that.
 
     Made for runs that stop when the model is done: the trainer calls ``start_cooldown()``
-    when held-out accuracy first reaches its target, and the cool-down settles the model
-    (and serves as the window that confirms the target). A run that never reaches it still
+    when the model is nearly done (its training batches are 98% right), and the cool-down
+    settles the model before a held-out check confirms the target. A run that never reaches it still
     ends settled: the cool-down starts at ``total_steps - cooldown`` at the latest. (This is
     the "warmup-stable-decay" shape; PyTorch has no such class, SequentialLR comes closest.)
     """
