@@ -49,6 +49,48 @@ def _row_pointer(context, builder, row_type, row, start):
     return builder.gep(data, [start], source_etype=context.get_data_type(row_type.dtype))
 
 
+def _load_lanes(builder, pointer, count, fill):
+    """The vector at ``pointer`` (the element type's pointer); lanes at or past
+    ``count`` hold ``fill``'s. A whole vector is one plain load; a part one
+    masked load, which reads nothing past ``count``."""
+    lane_count, element = fill.type.count, fill.type.element
+    alignment = int(element.intrinsic_name[1:]) // 8  # "f32" -> 4 bytes
+    with builder.if_else(_is_whole(builder, count, lane_count)) as (whole, part):
+        with whole:
+            plain = builder.load(builder.bitcast(pointer, fill.type.as_pointer()), align=alignment)
+            whole_block = builder.block
+        with part:
+            mask = _lane_mask(builder, lane_count, count)
+            load = _llvm_function(builder, f"llvm.masked.load.v{lane_count}{element.intrinsic_name}.p0",
+                                  fill.type, [pointer.type, _I32, mask.type, fill.type])
+            masked = builder.call(load, [pointer, ir.Constant(_I32, alignment), mask, fill])
+            part_block = builder.block
+    vector = builder.phi(fill.type)
+    vector.add_incoming(plain, whole_block)
+    vector.add_incoming(masked, part_block)
+    return vector
+
+
+def _store_lanes(builder, vector, pointer, count):
+    """Write the first ``count`` lanes of ``vector`` at ``pointer``: a whole vector in
+    one plain store, a part lane by lane (a masked store is microcoded and slow on
+    AMD Zen CPUs: it made every kernel here 1.5-3x slower; docs/kernels.md)."""
+    lane_count, element = vector.type.count, vector.type.element
+    alignment = int(element.intrinsic_name[1:]) // 8
+    with builder.if_else(_is_whole(builder, count, lane_count)) as (whole, part):
+        with whole:
+            builder.store(vector, builder.bitcast(pointer, vector.type.as_pointer()), align=alignment)
+        with part:
+            for lane in range(lane_count):
+                with builder.if_then(builder.icmp_signed(">", count, count.type(lane))):
+                    builder.store(builder.extract_element(vector, ir.Constant(_I32, lane)),
+                                  builder.gep(pointer, [ir.Constant(_I32, lane)]), align=alignment)
+
+
+def _is_whole(builder, count, lane_count):
+    return builder.icmp_signed(">=", count, count.type(lane_count))
+
+
 def _lane_mask(builder, lane_count, count):
     """<lane_count x i1>: lane i is on when i < count."""
     # clip count to [0, lane_count] so it fits 32 bits: one compare of 32-bit lanes
@@ -91,13 +133,8 @@ def _vload_ir(typingctx, row, start, count, fill):
 
     def codegen(context, builder, signature, args):
         row_value, start_value, count_value, fill_value = args
-        llvm_type = context.get_value_type(vector_type)
         pointer = _row_pointer(context, builder, signature.args[0], row_value, start_value)
-        mask = _lane_mask(builder, vector_type.lanes, count_value)
-        load = _llvm_function(builder, f"llvm.masked.load.{_llvm_name(vector_type)}.p0",
-                              llvm_type, [pointer.type, _I32, mask.type, llvm_type])
-        alignment = ir.Constant(_I32, row.dtype.bitwidth // 8)
-        return builder.call(load, [pointer, alignment, mask, _splat_value(builder, fill_value, vector_type.lanes)])
+        return _load_lanes(builder, pointer, count_value, _splat_value(builder, fill_value, vector_type.lanes))
     return vector_type(row, types.intp, types.intp, row.dtype), codegen
 
 
@@ -106,10 +143,7 @@ def _vstore_ir(typingctx, row, start, count, vector):
     def codegen(context, builder, signature, args):
         row_value, start_value, count_value, vector_value = args
         pointer = _row_pointer(context, builder, signature.args[0], row_value, start_value)
-        mask = _lane_mask(builder, vector.lanes, count_value)
-        store = _llvm_function(builder, f"llvm.masked.store.{_llvm_name(vector)}.p0",
-                               ir.VoidType(), [vector_value.type, pointer.type, _I32, mask.type])
-        builder.call(store, [vector_value, pointer, ir.Constant(_I32, row.dtype.bitwidth // 8), mask])
+        _store_lanes(builder, vector_value, pointer, count_value)
         return context.get_dummy_value()
     return types.none(row, types.intp, types.intp, vector), codegen
 
@@ -151,29 +185,17 @@ def _vtranspose_ir(typingctx, src, start, stride, rows, cols, dst, dst_start, ds
     def codegen(context, builder, signature, args):
         src_value, start_value, stride_value, rows_value, cols_value = args[:5]
         dst_value, dst_start_value, dst_stride_value = args[5:]
-        n, llvm_type = vector_type.lanes, context.get_value_type(vector_type)
-        alignment = ir.Constant(_I32, src.dtype.bitwidth // 8)
-        name = _llvm_name(vector_type)
-        zero = ir.Constant(llvm_type, None)
-        # lane masks: a row r < rows loads its first cols lanes; a column c < cols stores its first rows lanes
-        col_lanes, row_lanes = _lane_mask(builder, n, cols_value), _lane_mask(builder, n, rows_value)
-        row_on = [builder.icmp_signed("<", rows_value.type(r), rows_value) for r in range(n)]  # scalar tests: they
-        col_on = [builder.icmp_signed("<", cols_value.type(c), cols_value) for c in range(n)]  # fold once inlined
-        no_lanes = ir.Constant(col_lanes.type, None)
-        load = _llvm_function(builder, f"llvm.masked.load.{name}.p0", llvm_type,
-                              [ir.PointerType(), _I32, col_lanes.type, llvm_type])
-        store = _llvm_function(builder, f"llvm.masked.store.{name}.p0", ir.VoidType(),
-                               [llvm_type, ir.PointerType(), _I32, row_lanes.type])
+        n, zero = vector_type.lanes, ir.Constant(context.get_value_type(vector_type), None)
         vectors = []
-        for r in range(n):
+        for r in range(n):  # row r < rows: its first cols elements; the other rows: zeros
             offset = builder.add(start_value, builder.mul(stride_value, stride_value.type(r)))
-            pointer = _row_pointer(context, builder, signature.args[0], src_value, offset)
-            mask = builder.select(row_on[r], col_lanes, no_lanes)
-            vectors.append(builder.call(load, [pointer, alignment, mask, zero]))
-        for c, vector in enumerate(_transpose_vectors(builder, vectors)):
+            count = builder.select(builder.icmp_signed("<", rows_value.type(r), rows_value), cols_value, cols_value.type(0))
+            vectors.append(_load_lanes(builder, _row_pointer(context, builder, signature.args[0], src_value, offset),
+                                       count, zero))
+        for c, vector in enumerate(_transpose_vectors(builder, vectors)):  # column c < cols: its first rows lanes
             offset = builder.add(dst_start_value, builder.mul(dst_stride_value, dst_stride_value.type(c)))
-            pointer = _row_pointer(context, builder, signature.args[5], dst_value, offset)
-            builder.call(store, [vector, pointer, alignment, builder.select(col_on[c], row_lanes, no_lanes)])
+            count = builder.select(builder.icmp_signed("<", cols_value.type(c), cols_value), rows_value, rows_value.type(0))
+            _store_lanes(builder, vector, _row_pointer(context, builder, signature.args[5], dst_value, offset), count)
         return context.get_dummy_value()
     signature = types.none(src, types.intp, types.intp, types.intp, types.intp, dst, types.intp, types.intp)
     return signature, codegen
