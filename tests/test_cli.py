@@ -334,8 +334,11 @@ def test_closed_stdout_ends_quietly(checkpoint):
 def test_compile_notice_only_when_the_training_kernels_are_cold(capsys, monkeypatch, cold):
     import minigrad.kernels
     monkeypatch.setattr(minigrad.kernels, "cache_is_cold", lambda training=True: cold and training)
-    cli._announce_compile(8)
-    assert capsys.readouterr().err == ("compiling kernels, first run only: ~8 s\n" if cold else "")
+    compiled = []
+    monkeypatch.setattr(minigrad.kernels, "compile_training_kernels", lambda: compiled.append(True))
+    cli._compile_if_cold(6)
+    assert capsys.readouterr().err == ("compiling kernels, first run only: ~6 s\n" if cold else "")
+    assert compiled == ([True] if cold else [])
 
 
 @pytest.mark.parametrize("cold, backend", [(True, "numpy"), (False, "numba")])

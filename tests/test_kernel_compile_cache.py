@@ -1,5 +1,6 @@
 """kernels.cache_is_cold(): true exactly when the model's kernels would compile on their next
-first call; and a cache written with another vector width is not used (issue 11)."""
+first call; a forced vector width never uses the cache (issue 11); and
+compile_training_kernels() compiles exactly what a training step runs (issue 9)."""
 import os
 import subprocess
 import sys
@@ -21,23 +22,59 @@ kernels.relu(f(3, 8))
 print("cold after:", kernels.cache_is_cold(training=False), "training:", kernels.cache_is_cold())
 """
 
+# compile_training_kernels(), then a real training step of a small model: every kernel the
+# step runs must already have its code (one signature each, and no compile after the first).
+TRAINING_AFTER_PRECOMPILE = """
+from minigrad import kernels
+from minigrad.kernels.compile_cache import TRAINING_KERNELS
+from transformer.model import ModelConfig
+from transformer.training import TrainConfig, Trainer
+print("cold before:", kernels.cache_is_cold())
+kernels.compile_training_kernels()
+print("cold after:", kernels.cache_is_cold())
+trainer = Trainer(model_config=ModelConfig(d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1,
+                                           d_ff=32), train_config=TrainConfig(steps=2, batch_size=8, eval_every=0,
+                                                                              checkpoint_every=0))
+trainer.train_step()
+for kernel in TRAINING_KERNELS:
+    misses = sum(kernel.stats.cache_misses.values())
+    print(kernel.__name__, "signatures", len(kernel.signatures), "compiled here", misses)
+"""
 
-def run(cache_dir, **env):
-    result = subprocess.run([sys.executable, "-c", textwrap.dedent(FORWARD_CALLS)], cwd=REPO, capture_output=True,
+
+def run(script, cache_dir, **env):
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], cwd=REPO, capture_output=True,
                             text=True, timeout=600, env={**os.environ, "NUMBA_CACHE_DIR": cache_dir, **env})
     assert result.returncode == 0, result.stderr
     return result.stdout
 
 
 @pytest.mark.slow
-def test_cache_is_cold_follows_the_disk_cache_and_the_vector_width():
+def test_cache_is_cold_follows_the_disk_cache():
     with tempfile.TemporaryDirectory() as cache_dir:
-        env = {"MINIGRAD_VECTOR_BYTES": "32"}
-        out = run(cache_dir, **env)
-        assert "cold before: True lanes: 8" in out
+        out = run(FORWARD_CALLS, cache_dir)
+        assert "cold before: True" in out
         assert "cold after: False training: True" in out  # the backward kernels were never called
-        assert "cold before: False" in run(cache_dir, **env)  # a new process finds the compiled code
-        out = run(cache_dir, MINIGRAD_VECTOR_BYTES="16")  # another width: the old code is not used
-        assert "cold before: True lanes: 4" in out and "cold after: False" in out
-        assert "cold before: True lanes: 8" in run(cache_dir, **env)
+        assert "cold before: False" in run(FORWARD_CALLS, cache_dir)  # a new process finds the compiled code
 
+
+@pytest.mark.slow
+def test_a_forced_vector_width_compiles_in_memory_and_leaves_the_cache_alone():
+    with tempfile.TemporaryDirectory() as cache_dir:
+        out = run(FORWARD_CALLS, cache_dir, MINIGRAD_VECTOR_BYTES="16")
+        assert "cold before: True lanes: 4" in out and "cold after: False" in out  # compiled in this process ...
+        assert os.listdir(cache_dir) == []                                        # ... and nothing written
+        assert "cold before: True lanes: 4" in run(FORWARD_CALLS, cache_dir, MINIGRAD_VECTOR_BYTES="16")
+
+
+@pytest.mark.slow
+def test_compile_training_kernels_compiles_what_a_training_step_runs():
+    with tempfile.TemporaryDirectory() as cache_dir:
+        out = run(TRAINING_AFTER_PRECOMPILE, cache_dir)
+        assert "cold before: True" in out and "cold after: False" in out
+        lines = [line.split() for line in out.splitlines() if "signatures" in line]
+        assert len(lines) == 8
+        for name, _, signatures, _, _, compiled in lines:
+            assert signatures == "1", out
+            # the attention forward compiles in this process; the child compiled the others
+            assert compiled == ("1" if name == "_attention_kernel" else "0"), out

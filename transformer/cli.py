@@ -55,11 +55,13 @@ def _finite(text: str) -> float:
     return value
 
 
-def _announce_compile(seconds: int):
-    """One line, only when the training kernels' Numba cache is cold (they compile on the first step)."""
+def _compile_if_cold(seconds: int):
+    """When the training kernels' Numba cache is cold: say so in one line, then compile them
+    on both cores before the first step (so the progress bar's rate counts training only)."""
     from minigrad import kernels
     if kernels.cache_is_cold(training=True):
         print(f"compiling kernels, first run only: ~{seconds} s", file=sys.stderr, flush=True)
+        kernels.compile_training_kernels()
 
 
 def _decoding_kernels():
@@ -196,7 +198,7 @@ def train_main(argv=None) -> int:
         print(f"model: d_model {mc.d_model}, {mc.num_heads} heads, {mc.num_encoder_layers}+"
               f"{mc.num_decoder_layers} layers, d_ff {mc.d_ff}, {trainer.model.num_parameters():,} parameters",
               flush=True)
-        _announce_compile(8)
+        _compile_if_cold(6)
         summary = trainer.run(progress=not args.no_progress)
     except (CheckpointError, RunFolderError) as error:
         return _fail(str(error))

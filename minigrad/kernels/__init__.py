@@ -26,7 +26,7 @@ from .attention_kernels import attention, attention_backward, attention_backward
 from .backend import BACKENDS, get_backend, numpy_selected, set_backend, use_backend
 from .column_sums import column_sums, column_sums_numpy
 from .masked_fill import masked_fill, masked_fill_numpy
-from .compile_cache import cache_is_cold
+from .compile_cache import cache_is_cold, compile_training_kernels
 from .layer_norm_kernels import layer_norm, layer_norm_backward, layer_norm_backward_numpy, layer_norm_numpy
 from .matmul_kernels import matmul, matmul_numpy
 from .relu_kernels import relu, relu_backward, relu_backward_numpy, relu_numpy
@@ -40,5 +40,5 @@ __all__ = ["matmul", "softmax", "softmax_backward", "log_softmax", "log_softmax_
            "log_softmax_backward_numpy", "layer_norm_numpy", "layer_norm_backward_numpy",
            "attention", "attention_backward", "attention_numpy", "attention_backward_numpy",
            "relu", "relu_backward", "relu_numpy", "relu_backward_numpy",
-           "set_backend", "get_backend", "use_backend", "numpy_selected", "BACKENDS", "lanes", "cache_is_cold",
+           "set_backend", "get_backend", "use_backend", "numpy_selected", "BACKENDS", "lanes", "cache_is_cold", "compile_training_kernels",
            "column_sums", "column_sums_numpy", "masked_fill", "masked_fill_numpy"]

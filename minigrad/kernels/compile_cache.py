@@ -1,4 +1,4 @@
-"""Is Numba's on-disk cache warm for the kernels the model uses? And the vector width in it.
+"""Is Numba's on-disk cache warm for the kernels the model uses? And filling it, two at a time.
 
 ``cache_is_cold()`` lets a command print "compiling kernels, first run only: ~N s" only
 when that is true: it asks each kernel's cache index (the ``.nbi`` file beside the
@@ -6,18 +6,20 @@ source, or under ``NUMBA_CACHE_DIR``) for compiled code that Numba would load fo
 source, Numba version, CPU and dtype. It reads Numba's cache classes (``numba.core.caching``),
 so it answers "cold" whenever it cannot tell.
 
-The vector width (``simd.VECTOR_BYTES``, set by ``MINIGRAD_VECTOR_BYTES``) is compiled
-into the kernels but is not part of Numba's cache key. So each cache folder records the
-width its code was built with (a file ``minigrad-vector-bytes``); when this process runs
-with another width, the kernels' cache indexes are dropped at import, and the next first
-calls compile for the new width (instead of silently running the old one).
+``compile_training_kernels()`` fills a cold cache for a training run on two cores at
+once: Numba compiles one function at a time per process (a global lock), so a child
+process compiles the smaller kernels while this one compiles the fused attention's
+forward (the largest, about half the time); then each kernel's first call here loads
+the child's code from the cache.
 """
 import os
+import subprocess
+import sys
 
 import numba
 import numpy as np
 
-from . import adam_kernel, attention_kernels, layer_norm_kernels, relu_kernels, simd, softmax_kernels
+from . import adam_kernel, attention_kernels, layer_norm_kernels, relu_kernels, softmax_kernels
 
 # What one forward pass of the model calls (translation, evaluation) ...
 FORWARD_KERNELS = (attention_kernels._attention_kernel, layer_norm_kernels._layer_norm_kernel,
@@ -26,7 +28,6 @@ FORWARD_KERNELS = (attention_kernels._attention_kernel, layer_norm_kernels._laye
 TRAINING_KERNELS = FORWARD_KERNELS + (softmax_kernels._log_softmax_kernel, attention_kernels._attention_backward_kernel,
                                       layer_norm_kernels._layer_norm_backward_kernel,
                                       relu_kernels._relu_backward_kernel, adam_kernel._adam_kernel)
-_WIDTH_FILE = "minigrad-vector-bytes"
 
 
 def _disk_cache(dispatcher):
@@ -61,32 +62,43 @@ def cache_is_cold(training=True, dtype=np.float32):
         return True
 
 
-def _match_cache_to_vector_width():
-    """Drop the kernels' cache indexes (``*.nbi``) when they were written with another vector
-    width; Numba then compiles on the next first calls and writes new ones. Every kernel file
-    sits in this folder, so all of them share one cache folder."""
-    cache = _disk_cache(softmax_kernels._softmax_kernel)
-    if cache is None:
-        return
-    folder = cache._cache_path
-    record = os.path.join(folder, _WIDTH_FILE)
-    try:
-        with open(record) as file:
-            recorded = file.read().strip()
-    except OSError:
-        recorded = None  # no record yet: the cache (if any) is taken as built with this width
-    if recorded == str(simd.VECTOR_BYTES):
-        return
-    try:
-        if recorded is not None:
-            for name in os.listdir(folder):
-                if name.endswith(".nbi"):
-                    os.remove(os.path.join(folder, name))
-        os.makedirs(folder, exist_ok=True)
-        with open(record, "w") as file:
-            file.write(f"{simd.VECTOR_BYTES}\n")
-    except OSError:  # a read-only cache folder: Numba does not write there either
-        pass
+def _compile_attention_forward(dtype):
+    """One small call of the fused attention's forward, with the argument types a model passes."""
+    x = np.zeros((1, 2, 8), dtype)
+    attention_kernels.attention(x, x, x, np.ones((1, 1, 2, 2), bool), 2)
 
 
-_match_cache_to_vector_width()
+def _compile_the_rest(dtype):
+    """One small call of every other training kernel, with the argument types a model passes
+    (C-contiguous arrays of ``dtype``, scalars of ``dtype``, Python ints)."""
+    x = np.zeros((1, 2, 8), dtype)
+    out, weights = attention_kernels.attention_numpy(x, x, x, True, 2)
+    attention_kernels.attention_backward(out, x, x, x, weights, 2, x.copy(), x.copy(), x.copy())
+    rows, vector = x.reshape(2, 8), np.ones(8, dtype)
+    _, mean, rstd = layer_norm_kernels.layer_norm(rows, vector, vector, 1e-5)
+    layer_norm_kernels.layer_norm_backward(rows, rows, vector, mean, rstd)
+    softmax_kernels.log_softmax(rows)
+    relu_kernels.relu_backward(relu_kernels.relu(rows), rows)
+    adam_kernel.adam_update(vector.copy(), vector, vector.copy(), vector.copy(), 0.9, 0.98, 1e-3, 1e-9)
+
+
+def compile_training_kernels(dtype=np.float32):
+    """Compile what a training step runs, on two cores: the fused attention's forward here and
+    the rest in a child process that writes Numba's on-disk cache (only worth it when
+    ``cache_is_cold()``). Without a disk cache, or if the child fails, each kernel still
+    compiles on its first call here."""
+    if _disk_cache(attention_kernels._attention_kernel) is None:
+        return
+    package_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    path = os.pathsep.join(p for p in (package_parent, os.environ.get("PYTHONPATH")) if p)
+    child = subprocess.Popen(
+        [sys.executable, "-c", f"from minigrad.kernels import compile_cache as c; c._compile_the_rest('{np.dtype(dtype)}')"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": path})
+    try:
+        _compile_attention_forward(dtype)
+        child.wait()
+    finally:
+        if child.poll() is None:  # interrupted: stop the child too
+            child.kill()
+            child.wait()
