@@ -341,10 +341,10 @@ def test_compile_notice_only_when_the_training_kernels_are_cold(capsys, monkeypa
     assert compiled == ([True] if cold else [])
 
 
-@pytest.mark.parametrize("cold, backend", [(True, "numpy"), (False, "numba")])
-def test_decoding_commands_compile_nothing_on_a_cold_cache(checkpoint, capsys, monkeypatch, cold, backend):
-    """Compiling the forward kernels takes seconds; a few dates decode in milliseconds on
-    the numpy twins, so a cold cache means numpy (and no compile notice)."""
+@pytest.mark.parametrize("cold", [True, False])
+def test_decoding_commands_decode_on_the_numpy_twins(checkpoint, capsys, monkeypatch, cold):
+    """Decoding is no faster with the kernels and loading them costs start-up time (compiling
+    them, on a cold cache, seconds): translate decodes on the numpy twins, cache warm or cold."""
     import minigrad.kernels
     from transformer import decoding
     monkeypatch.setattr(minigrad.kernels, "cache_is_cold", lambda training=True: cold)
@@ -357,7 +357,7 @@ def test_decoding_commands_compile_nothing_on_a_cold_cache(checkpoint, capsys, m
 
     monkeypatch.setattr(decoding, "greedy_decode", spy)
     code, out, err = run(cli.translate_main, ["1996-09-08", "--checkpoint", checkpoint], capsys)
-    assert code == 0 and err == "" and backends == [backend]
+    assert code == 0 and err == "" and backends == ["numpy"]
     assert minigrad.kernels.get_backend() == "numba"          # switched back afterwards
 
 
