@@ -31,7 +31,8 @@ from transformer.dates import DateError
 from transformer.decoding import inference
 
 from .graph import draw_graph, render
-from .inputs import UNTRAINED, add_model_arguments, decoder_input_from_reference, model_from_args, source_ids
+from .inputs import (UNTRAINED, add_model_arguments, decoder_input_from_reference, model_from_args, on_numpy_twins,
+                     source_ids)
 
 KINDS = ("encoder-self", "decoder-self", "cross")
 # how the model builds each kind's mask (transformer/attention.py); True = may attend
@@ -167,6 +168,7 @@ def _backward_through(output: Tensor) -> Tensor:
     return loss
 
 
+@on_numpy_twins
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="dates-attention-graph", description=__doc__.split("\n")[0])
     add_model_arguments(parser)

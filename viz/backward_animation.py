@@ -30,6 +30,7 @@ from .animation_output import write_animation
 from .details import first_values, norm, tooltip_text
 from .graph import draw_graph
 from .graph_text import escape, number, shape_text
+from .inputs import on_numpy_twins
 
 SHOWN_VALUES = 4            # a gradient with at most this many values shows them; a bigger one its norm
 MAX_FRAMES = 200            # one dot run per frame: beyond this, animate a smaller graph
@@ -225,6 +226,7 @@ def _model_options_given(args) -> list:
     return given + ["--date"] * (args.date != DEFAULT_DATE) + ["--layer"] * (args.layer != 0)
 
 
+@on_numpy_twins
 def main(argv=None) -> int:
     from transformer.checkpoint import CheckpointError
     from transformer.dates import DateError

@@ -27,7 +27,8 @@ from transformer.checkpoint import CheckpointError
 from transformer.dates import DateError, decode
 from transformer.decoding import inference
 
-from .inputs import UNTRAINED, add_model_arguments, decoder_input_from_greedy, model_from_args, source_ids, token_labels
+from .inputs import (UNTRAINED, add_model_arguments, decoder_input_from_greedy, model_from_args, on_numpy_twins,
+                     source_ids, token_labels)
 
 KINDS = ("encoder-self", "decoder-self", "cross")
 TITLES = {"encoder-self": "encoder self-attention",
@@ -185,6 +186,7 @@ def plot_training_curves(log_jsonl, out_png, dpi=DPI) -> SavedFigure:
 
 
 # ----------------------------------------------------------------------- CLIs
+@on_numpy_twins
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="dates-heatmaps",
                                      description="Attention heatmaps (every layer and head) for one date.")

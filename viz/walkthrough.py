@@ -28,7 +28,7 @@ from transformer.dates import PAD, DateError
 from transformer.decoding import inference
 from transformer.positional import sinusoidal_encoding
 
-from .inputs import add_model_arguments, model_from_args, source_ids, token_labels
+from .inputs import add_model_arguments, model_from_args, on_numpy_twins, source_ids, token_labels
 
 DEFAULT_DATE = "1676-11-30"
 SPECIAL_TOKENS = ("<sos>", "<eos>", "<pad>")
@@ -169,6 +169,7 @@ def _tokens_section(w: Walkthrough, markdown) -> str:
 
 
 # ------------------------------------------------------------------------- CLI
+@on_numpy_twins
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="dates-explain", description=__doc__.split("\n")[0])
     parser.add_argument("date", nargs="?", default=DEFAULT_DATE, help="an ISO date (default: %(default)s)")
