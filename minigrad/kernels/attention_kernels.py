@@ -28,7 +28,7 @@ import numpy as np
 
 from .backend import numpy_selected
 from .jit import jit
-from .simd import exp_nonpositive, flat, hmax, hsum, lanes, vbroadcast, vfma, vload, vmax, vsplat, vstore, vtranspose
+from .simd import exp_nonpositive, hmax, hsum, lanes, vbroadcast, vfma, vload, vmax, vsplat, vstore, vtranspose
 from .softmax_kernels import softmax_backward_row, softmax_numpy, softmax_row
 
 
@@ -73,7 +73,7 @@ def _transpose_head(x, b, first_column, out):
     lanes x lanes blocks with lane shuffles (``vtranspose``), not the slow
     gathers LLVM makes of a scalar loop here."""
     depth, length, width = out.shape[0], out.shape[1], x.shape[2]
-    source, target, step = flat(x), flat(out), lanes(out)
+    source, target, step = x.reshape(-1), out.reshape(-1), lanes(out)
     base = b * x.shape[1] * width + first_column
     for j0 in range(0, length, step):
         for d0 in range(0, depth, step):
@@ -207,19 +207,17 @@ def _exact_masked_softmax_row(q_row, first_column, k_t, mask_row, scale, p_row):
 
 
 @jit()
-def _attention_kernel(q, k, v, columns, num_heads, bias, bias_strides, out, weights):
+def _attention_kernel(q, k, v, columns, num_heads, bias, bias_strides, out, weights, k_t, block):
     """out (B, Tq, width) and weights (B, heads, Tq, Tk) from q, k, v, whose heads start at
     columns[0], columns[1], columns[2] (q, k, v may be one array holding several projections).
     The mask comes as rows of 0 / -inf to add to the scores: row b*sb + h*sh + i*si of
-    ``bias`` for (b, h, i)."""
+    ``bias`` for (b, h, i). Scratch: k_t (D, Tk), block (4, Tk)."""
     batch, q_len, width = out.shape
     k_len, depth = k.shape[1], width // num_heads
     last = q_len - 1
     q_col, k_col, v_col = columns
     sb, sh, si = bias_strides
     scale = q.dtype.type(1 / np.sqrt(depth))
-    k_t = np.empty((depth, k_len), dtype=q.dtype)
-    block = np.empty((4, k_len), dtype=q.dtype)
     for b in range(batch):
         for h in range(num_heads):
             c = h * depth
@@ -240,20 +238,18 @@ def _attention_kernel(q, k, v, columns, num_heads, bias, bias_strides, out, weig
 
 
 @jit()
-def _attention_backward_kernel(grad, q, k, v, columns, weights, num_heads, dq, dk, dv):
+def _attention_backward_kernel(grad, q, k, v, columns, weights, num_heads, dq, dk, dv, v_t, d_p, zeros):
     """Writes dq and adds dk, dv (zeroed by the caller: every query row adds its share), each
-    at the columns of its input; dq, dk, dv may be one array, as q, k, v may be."""
+    at the columns of its input; dq, dk, dv may be one array, as q, k, v may be.
+    Scratch: v_t (D, Tk), d_p (4, Tk); zeros: a row of at least max(Tk, q's width) zeros."""
     batch, q_len, width = grad.shape
     k_len, depth = k.shape[1], width // num_heads
     last = q_len - 1
     q_col, k_col, v_col = columns
     scale = q.dtype.type(1 / np.sqrt(depth))
-    v_t = np.empty((depth, k_len), dtype=q.dtype)
-    d_p = np.empty((4, k_len), dtype=q.dtype)      # dP for 4 rows, then overwritten with dS
-    # a repeated (past the end) row adds 0 * 0 to dK and dV: zero coefficients AND zero inputs,
-    # since 0 * (an inf or NaN in q or grad) would be NaN
-    no_coefficients = np.zeros(k_len, dtype=q.dtype)
-    no_q, no_grad = np.zeros(q.shape[2], dtype=q.dtype), np.zeros(width, dtype=q.dtype)
+    # d_p: dP for 4 rows, then overwritten with dS. A repeated (past the end) row adds 0 * 0
+    # to dK and dV: zero coefficients AND zero inputs, since 0 * (an inf or NaN in q or grad) is NaN
+    no_coefficients, no_q, no_grad = zeros[:k_len], zeros[:q.shape[2]], zeros[:width]
     for b in range(batch):
         for h in range(num_heads):
             c = h * depth
@@ -319,7 +315,8 @@ def attention(q, k, v, allowed, num_heads, width=None, columns=(0, 0, 0)):
     out = np.empty((batch, q_len, width), dtype=q.dtype)
     weights = np.empty((batch, num_heads, q_len, k_len), dtype=q.dtype)
     bias, strides = _mask_as_bias(allowed, weights.shape, q.dtype)
-    _attention_kernel(q, k, v, np.asarray(columns, np.int64), num_heads, bias, strides, out, weights)
+    _attention_kernel(q, k, v, np.asarray(columns, np.int64), num_heads, bias, strides, out, weights,
+                      np.empty((width // num_heads, k_len), q.dtype), np.empty((4, k_len), q.dtype))
     return out, weights
 
 
@@ -337,5 +334,7 @@ def attention_backward(grad, q, k, v, weights, num_heads, dq, dk, dv, columns=(0
         _columns(dk, columns[1], width)[...] += d_k
         _columns(dv, columns[2], width)[...] += d_v
         return
+    k_len = k.shape[1]
     _attention_backward_kernel(grad, q, k, v, np.asarray(columns, np.int64), np.ascontiguousarray(weights),
-                               num_heads, dq, dk, dv)
+                               num_heads, dq, dk, dv, np.empty((width // num_heads, k_len), q.dtype),
+                               np.empty((4, k_len), q.dtype), np.zeros(max(k_len, q.shape[2]), q.dtype))

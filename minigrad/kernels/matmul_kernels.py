@@ -17,7 +17,7 @@ import numpy as np
 
 from .backend import numpy_selected
 from .jit import jit
-from .simd import flat, lanes, rebase, vbroadcast, vfma, vload, vsplat, vstore
+from .simd import lanes, vbroadcast, vfma, vload, vsplat, vstore
 
 
 def matmul_numpy(a, b):
@@ -58,28 +58,14 @@ def _tile(a, a_first, a_rows, a_col, b, b_start, b_row, c, c_rows, j, N, K):
     Its 8 accumulators stay in registers while k runs over K: per k, two vectors
     from row k of B (contiguous) and one element of A per row, broadcast, give 8
     FMAs. A's rows start at a_first + a_rows[r]; C's at c_rows[r]. Columns past N
-    are masked off (vload/vstore clip to their count). Four k steps per trip,
-    their A elements read at constant offsets from one pointer (``rebase``)."""
+    are masked off (vload/vstore clip to their count)."""
     step, zero = lanes(c), c.dtype.type(0)
     n_lo, n_hi = N - j, N - j - step  # columns left for each vector (<= 0: none)
     z = vsplat(zero)
     acc = (z, z, z, z, z, z, z, z)
-    k = 0
-    while k + 4 <= K:
-        a_k, b_k = rebase(a, a_first + k * a_col), b_start + k * b_row + j
-        acc = _fma_step(acc, a_k, a_rows, 0, vload(b, b_k, n_lo, zero), vload(b, b_k + step, n_hi, zero))
-        b_k += b_row
-        acc = _fma_step(acc, a_k, a_rows, a_col, vload(b, b_k, n_lo, zero), vload(b, b_k + step, n_hi, zero))
-        b_k += b_row
-        acc = _fma_step(acc, a_k, a_rows, 2 * a_col, vload(b, b_k, n_lo, zero), vload(b, b_k + step, n_hi, zero))
-        b_k += b_row
-        acc = _fma_step(acc, a_k, a_rows, 3 * a_col, vload(b, b_k, n_lo, zero), vload(b, b_k + step, n_hi, zero))
-        k += 4
-    while k < K:
+    for k in range(K):
         b_k = b_start + k * b_row + j
-        acc = _fma_step(acc, rebase(a, a_first + k * a_col), a_rows, 0,
-                        vload(b, b_k, n_lo, zero), vload(b, b_k + step, n_hi, zero))
-        k += 1
+        acc = _fma_step(acc, a, a_rows, a_first + k * a_col, vload(b, b_k, n_lo, zero), vload(b, b_k + step, n_hi, zero))
     vstore(c, c_rows[0] + j, n_lo, acc[0]), vstore(c, c_rows[0] + j + step, n_hi, acc[1])
     vstore(c, c_rows[1] + j, n_lo, acc[2]), vstore(c, c_rows[1] + j + step, n_hi, acc[3])
     vstore(c, c_rows[2] + j, n_lo, acc[4]), vstore(c, c_rows[2] + j + step, n_hi, acc[5])
@@ -105,9 +91,9 @@ def _matrix(a, a_start, a_row, a_col, b, b_start, b_row, c, c_start, M, N, K):
 def _matmul_kernel(a, a_items, a_row, a_col, b, b_items, b_row, out, K):
     """``matmul_loops`` for B with contiguous rows (b_col = 1), fast."""
     items, M, N = out.shape
-    c = flat(out)
+    c = out.reshape(-1)
     for p in range(items):
-        _matrix(a, a_items[p], a_row, a_col, rebase(b, b_items[p]), 0, b_row, rebase(c, p * M * N), 0, M, N, K)
+        _matrix(a, a_items[p], a_row, a_col, b, b_items[p], b_row, c, p * M * N, M, N, K)
 
 
 def _use_numba_matmul(a, b):

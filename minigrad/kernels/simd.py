@@ -78,21 +78,6 @@ def vtranspose(src, start, stride, rows, cols, dst, dst_start, dst_stride):
             dst[dst_start + c * dst_stride + r] = src[start + r * stride + c]
 
 
-def flat(array):
-    """The elements of a C-contiguous array as a 1-D array (a view, no copy),
-    for kernels that address a batch of matrices by element offsets. Compiled,
-    the view is borrowed (no reference counting), so it must not outlive the
-    call; a kernel's arguments outlive the kernel."""
-    return array.reshape(-1)
-
-
-def rebase(row, start):
-    """``row[start:]`` (0 <= start <= len(row)), a view. Compiled, the view is
-    borrowed like ``flat``'s, and its start is kept in one register, so
-    ``view[i]`` for a constant i is read at register + constant."""
-    return row[start:]
-
-
 def vsplat(x):
     """A vector with every lane equal to the scalar ``x``."""
     return np.full(VECTOR_BYTES // np.dtype(type(x)).itemsize, x)

@@ -15,8 +15,8 @@ from numba.core import cgutils
 from numba.core.errors import TypingError
 from numba.extending import intrinsic, models, overload, register_model
 
-from .simd import (VECTOR_BYTES, _exp_nonpositive_f32, _exp_nonpositive_f64, exp_nonpositive, flat, hmax, hsum,
-                   lanes, rebase, vbroadcast, vfloor, vfma, vload, vmax, vpow2, vsplat, vstore, vtranspose)
+from .simd import (VECTOR_BYTES, _exp_nonpositive_f32, _exp_nonpositive_f64, exp_nonpositive, hmax, hsum,
+                   lanes, vbroadcast, vfloor, vfma, vload, vmax, vpow2, vsplat, vstore, vtranspose)
 
 
 class VectorType(types.Type):
@@ -202,35 +202,6 @@ def _vtranspose_ir(typingctx, src, start, stride, rows, cols, dst, dst_start, ds
 
 
 @intrinsic
-def _flat_ir(typingctx, array):
-    row_type = types.Array(array.dtype, 1, "C", readonly=not array.mutable)
-
-    def codegen(context, builder, signature, args):
-        source = context.make_array(signature.args[0])(context, builder, args[0])
-        view = context.make_array(row_type)(context, builder)
-        context.populate_array(view, data=source.data, shape=cgutils.pack_array(builder, [source.nitems]),
-                               strides=cgutils.pack_array(builder, [source.itemsize]), itemsize=source.itemsize,
-                               meminfo=None)  # borrowed: no reference counting
-        return view._getvalue()
-    return row_type(array), codegen
-
-
-@intrinsic
-def _rebase_ir(typingctx, row, start):
-    def codegen(context, builder, signature, args):
-        source = context.make_array(signature.args[0])(context, builder, args[0])
-        view = context.make_array(signature.return_type)(context, builder)
-        data = builder.gep(source.data, [args[1]])
-        # an empty inline asm that returns its input: LLVM can't look through it
-        data = builder.asm(ir.FunctionType(data.type, [data.type]), "", "=r,0", [data], side_effect=False)
-        size = builder.sub(builder.extract_value(source.shape, 0), args[1])
-        context.populate_array(view, data=data, shape=cgutils.pack_array(builder, [size]),
-                               strides=source.strides, itemsize=source.itemsize, meminfo=None)  # borrowed
-        return view._getvalue()
-    return row(row, types.intp), codegen
-
-
-@intrinsic
 def _vsplat_ir(typingctx, x):
     def codegen(context, builder, signature, args):
         return _splat_value(builder, args[0], signature.return_type.lanes)
@@ -328,20 +299,6 @@ def _vtranspose_numba(src, start, stride, rows, cols, dst, dst_start, dst_stride
         raise TypingError(f"vtranspose needs two contiguous 1-D arrays of one float dtype, got {src}, {dst}")
     return (lambda src, start, stride, rows, cols, dst, dst_start, dst_stride:
             _vtranspose_ir(src, start, stride, rows, cols, dst, dst_start, dst_stride))
-
-
-@overload(flat)
-def _flat_numba(array):
-    if not (isinstance(array, types.Array) and array.layout == "C"):
-        raise TypingError(f"flat needs a C-contiguous array, got {array}")
-    return lambda array: _flat_ir(array)
-
-
-@overload(rebase)
-def _rebase_numba(row, start):
-    if not _is_row(row):
-        raise TypingError(f"rebase needs a contiguous 1-D float32/float64 array, got {row}")
-    return lambda row, start: _rebase_ir(row, start)
 
 
 @overload(vsplat)
