@@ -78,7 +78,7 @@ def _scatter_add_rows(ids, grad, shape):
     order = np.argsort(flat_ids, kind="stable")
     sorted_ids = flat_ids[order]
     starts = np.flatnonzero(np.r_[True, sorted_ids[1:] != sorted_ids[:-1]])   # first of each run
-    out[sorted_ids[starts]] = np.add.reduceat(rows[order], starts, axis=0)
+    out[sorted_ids[starts]] = np.add.reduceat(rows.take(order, axis=0), starts, axis=0)  # take: 2x rows[order]
     return out
 
 
