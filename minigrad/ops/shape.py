@@ -41,6 +41,8 @@ class GetItem(Function):
         self.index = _check_index(index)
         self.shape = a.shape
         try:
+            if a.ndim and _is_row_lookup(self.index):
+                return a.take(self.index, axis=0)    # = a[index], ~2.5x faster for an embedding lookup
             return a[self.index]
         except IndexError as error:
             raise IndexError(f"indexing a tensor of shape {a.shape}: {error}") from None
