@@ -96,3 +96,16 @@ def test_embedding_gradcheck_with_repeated_ids():
     emb = nn.Embedding(5, 3).to(np.float64)
     ids = np.array([[0, 4, 4], [2, 0, 0]])
     assert gradcheck(lambda w: w[ids] * w[ids], [emb.weight])
+
+
+@pytest.mark.parametrize("bad", [3, -4])
+def test_row_lookup_out_of_range_names_the_shape(bad):
+    """The row-lookup fast path (take) refuses an id out of range like numpy indexing does."""
+    table = Tensor(np.arange(6.0).reshape(3, 2), requires_grad=True)
+    with pytest.raises(IndexError, match=rf"shape \(3, 2\).*index {bad} is out of bounds"):
+        table[np.array([0, bad])]
+
+
+def test_integer_array_index_into_a_0d_tensor_is_refused():
+    with pytest.raises(IndexError, match=r"shape \(\)"):
+        Tensor(np.float64(3.0))[np.array([0])]

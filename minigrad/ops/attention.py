@@ -69,7 +69,8 @@ class CrossAttentionCore(Function):
         return out
 
     def backward(self, grad):
-        d_q, d_kv = np.zeros_like(self.q), np.zeros_like(self.kv)   # [dK | dV]: disjoint columns
+        d_q = np.empty_like(self.q)                    # written whole by the kernel
+        d_kv = np.zeros_like(self.kv)                  # [dK | dV]: added into, disjoint columns
         kernels.attention_backward(np.ascontiguousarray(grad), self.q, self.kv, self.kv, self.weights,
                                    self.num_heads, d_q, d_kv, d_kv, self.columns)
         return d_q, d_kv
