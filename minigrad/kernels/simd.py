@@ -19,7 +19,6 @@ import os
 import numba
 import numpy as np
 
-from .jit import jit
 
 
 def _vector_bytes():
@@ -84,13 +83,6 @@ def flat(array):
     the view is borrowed (no reference counting), so it must not outlive the
     call; a kernel's arguments outlive the kernel."""
     return array.reshape(-1)
-
-
-def rebase(row, start):
-    """``row[start:]`` (0 <= start <= len(row)), a view. Compiled, the view is
-    borrowed like ``flat``'s, and its start is kept in one register, so
-    ``view[i]`` for a constant i is read at register + constant."""
-    return row[start:]
 
 
 def vsplat(x):
@@ -179,11 +171,3 @@ def exp_nonpositive(t):
 
 from . import simd_codegen  # noqa: E402  (teaches Numba the functions above)
 from .simd_codegen import VectorType  # noqa: E402,F401  (kernels cached before the split look for it here)
-
-
-@jit()
-def exp_nonpositive_kernel(x, out):
-    """out = exp(x) for a 1-D array of x <= 0: the vector exp on a whole array (for the tests)."""
-    width = x.shape[0]
-    for j in range(0, width, lanes(x)):
-        vstore(out, j, width - j, exp_nonpositive(vload(x, j, width - j, x.dtype.type(0))))

@@ -16,7 +16,7 @@ from numba.core.errors import TypingError
 from numba.extending import intrinsic, models, overload, register_model
 
 from .simd import (VECTOR_BYTES, _exp_nonpositive_f32, _exp_nonpositive_f64, exp_nonpositive, flat, hmax, hsum,
-                   lanes, rebase, vbroadcast, vfloor, vfma, vload, vmax, vpow2, vsplat, vstore, vtranspose)
+                   lanes, vbroadcast, vfloor, vfma, vload, vmax, vpow2, vsplat, vstore, vtranspose)
 
 
 class VectorType(types.Type):
@@ -81,10 +81,9 @@ def _store_lanes(builder, vector, pointer, count):
         with whole:
             builder.store(vector, builder.bitcast(pointer, vector.type.as_pointer()), align=alignment)
         with part:
-            for lane in range(lane_count):
-                with builder.if_then(builder.icmp_signed(">", count, count.type(lane))):
-                    builder.store(builder.extract_element(vector, ir.Constant(_I32, lane)),
-                                  builder.gep(pointer, [ir.Constant(_I32, lane)]), align=alignment)
+            with cgutils.for_range(builder, count) as loop:  # count < lane_count; none if count <= 0
+                builder.store(builder.extract_element(vector, loop.index),
+                              builder.gep(pointer, [loop.index]), align=alignment)
 
 
 def _is_whole(builder, count, lane_count):
@@ -127,6 +126,32 @@ def _is_row(row):
             and row.dtype in (types.float32, types.float64))
 
 
+def _same_vectors(*args):
+    return all(isinstance(a, VectorType) for a in args) and len({a.dtype for a in args}) == 1
+
+
+def _compiles_to(helper, accepts, needs):
+    """Make Numba compile a call of the plain-Python ``helper`` (simd.py) to the decorated
+    intrinsic, for argument types that ``accepts`` takes; others get a TypingError that says
+    what the helper needs."""
+    def register(helper_ir):
+        @overload(helper)
+        def typed(*args):
+            if not accepts(*args):
+                raise TypingError(f"{helper.__name__} needs {needs}, got {', '.join(map(str, args))}")
+            return lambda *args: helper_ir(*args)
+        return helper_ir
+    return register
+
+
+@overload(lanes)
+def _lanes_numba(array):
+    count = VECTOR_BYTES // (array.dtype.bitwidth // 8)
+    return lambda array: count  # a compile-time constant
+
+
+@_compiles_to(vload, lambda row, start, count, fill: _is_row(row) and fill == row.dtype,
+              "a contiguous 1-D float32/float64 array and a fill of its dtype")
 @intrinsic
 def _vload_ir(typingctx, row, start, count, fill):
     vector_type = VectorType(row.dtype)
@@ -138,6 +163,8 @@ def _vload_ir(typingctx, row, start, count, fill):
     return vector_type(row, types.intp, types.intp, row.dtype), codegen
 
 
+@_compiles_to(vstore, lambda row, start, count, vector: _is_row(row) and vector == VectorType(row.dtype),
+              "a contiguous 1-D float32/float64 array and a vector of its dtype")
 @intrinsic
 def _vstore_ir(typingctx, row, start, count, vector):
     def codegen(context, builder, signature, args):
@@ -148,6 +175,7 @@ def _vstore_ir(typingctx, row, start, count, vector):
     return types.none(row, types.intp, types.intp, vector), codegen
 
 
+@_compiles_to(vbroadcast, lambda row, index: _is_row(row), "a contiguous 1-D float32/float64 array")
 @intrinsic
 def _vbroadcast_ir(typingctx, row, index):
     vector_type = VectorType(row.dtype)
@@ -178,6 +206,8 @@ def _transpose_vectors(builder, vectors):
     return vectors
 
 
+@_compiles_to(vtranspose, lambda src, start, stride, rows, cols, dst, *_: _is_row(src) and _is_row(dst) and src == dst,
+              "two contiguous 1-D arrays of one float dtype")
 @intrinsic
 def _vtranspose_ir(typingctx, src, start, stride, rows, cols, dst, dst_start, dst_stride):
     vector_type = VectorType(src.dtype)
@@ -201,6 +231,7 @@ def _vtranspose_ir(typingctx, src, start, stride, rows, cols, dst, dst_start, ds
     return signature, codegen
 
 
+@_compiles_to(flat, lambda array: isinstance(array, types.Array) and array.layout == "C", "a C-contiguous array")
 @intrinsic
 def _flat_ir(typingctx, array):
     row_type = types.Array(array.dtype, 1, "C", readonly=not array.mutable)
@@ -215,21 +246,7 @@ def _flat_ir(typingctx, array):
     return row_type(array), codegen
 
 
-@intrinsic
-def _rebase_ir(typingctx, row, start):
-    def codegen(context, builder, signature, args):
-        source = context.make_array(signature.args[0])(context, builder, args[0])
-        view = context.make_array(signature.return_type)(context, builder)
-        data = builder.gep(source.data, [args[1]])
-        # an empty inline asm that returns its input: LLVM can't look through it
-        data = builder.asm(ir.FunctionType(data.type, [data.type]), "", "=r,0", [data], side_effect=False)
-        size = builder.sub(builder.extract_value(source.shape, 0), args[1])
-        context.populate_array(view, data=data, shape=cgutils.pack_array(builder, [size]),
-                               strides=source.strides, itemsize=source.itemsize, meminfo=None)  # borrowed
-        return view._getvalue()
-    return row(row, types.intp), codegen
-
-
+@_compiles_to(vsplat, lambda x: x in (types.float32, types.float64), "a float32 or float64 scalar")
 @intrinsic
 def _vsplat_ir(typingctx, x):
     def codegen(context, builder, signature, args):
@@ -237,6 +254,7 @@ def _vsplat_ir(typingctx, x):
     return VectorType(x)(x), codegen
 
 
+@_compiles_to(vfma, _same_vectors, "three vectors of one dtype")
 @intrinsic
 def _vfma_ir(typingctx, acc, a, b):
     def codegen(context, builder, signature, args):
@@ -246,6 +264,7 @@ def _vfma_ir(typingctx, acc, a, b):
     return acc(acc, a, b), codegen
 
 
+@_compiles_to(vmax, _same_vectors, "two vectors of one dtype")
 @intrinsic
 def _vmax_ir(typingctx, a, b):
     def codegen(context, builder, signature, args):
@@ -253,6 +272,7 @@ def _vmax_ir(typingctx, a, b):
     return a(a, b), codegen
 
 
+@_compiles_to(vfloor, _same_vectors, "a vector")
 @intrinsic
 def _vfloor_ir(typingctx, a):
     def codegen(context, builder, signature, args):
@@ -261,6 +281,7 @@ def _vfloor_ir(typingctx, a):
     return a(a), codegen
 
 
+@_compiles_to(vpow2, _same_vectors, "a vector")
 @intrinsic
 def _vpow2_ir(typingctx, n):
     def codegen(context, builder, signature, args):
@@ -279,6 +300,7 @@ def _vpow2_ir(typingctx, n):
     return n(n), codegen
 
 
+@_compiles_to(hsum, _same_vectors, "a vector")
 @intrinsic
 def _hsum_ir(typingctx, vector):
     def codegen(context, builder, signature, args):
@@ -286,108 +308,12 @@ def _hsum_ir(typingctx, vector):
     return vector.dtype(vector), codegen
 
 
+@_compiles_to(hmax, _same_vectors, "a vector")
 @intrinsic
 def _hmax_ir(typingctx, vector):
     def codegen(context, builder, signature, args):
         return _halving_reduction(builder, args[0], _select_max(builder))
     return vector.dtype(vector), codegen
-
-
-@overload(lanes)
-def _lanes_numba(array):
-    count = VECTOR_BYTES // (array.dtype.bitwidth // 8)
-    return lambda array: count  # a compile-time constant
-
-
-@overload(vload)
-def _vload_numba(row, start, count, fill):
-    if not _is_row(row):
-        raise TypingError(f"vload needs a contiguous 1-D float32/float64 array, got {row}")
-    if fill != row.dtype:
-        raise TypingError(f"vload fill must be {row.dtype}, got {fill}")
-    return lambda row, start, count, fill: _vload_ir(row, start, count, fill)
-
-
-@overload(vstore)
-def _vstore_numba(row, start, count, vector):
-    if not _is_row(row) or not isinstance(vector, VectorType) or vector.dtype != row.dtype:
-        raise TypingError(f"vstore needs a contiguous 1-D array and a vector of its dtype, got {row}, {vector}")
-    return lambda row, start, count, vector: _vstore_ir(row, start, count, vector)
-
-
-@overload(vbroadcast)
-def _vbroadcast_numba(row, index):
-    if not _is_row(row):
-        raise TypingError(f"vbroadcast needs a contiguous 1-D float32/float64 array, got {row}")
-    return lambda row, index: _vbroadcast_ir(row, index)
-
-
-@overload(vtranspose)
-def _vtranspose_numba(src, start, stride, rows, cols, dst, dst_start, dst_stride):
-    if not _is_row(src) or not _is_row(dst) or src.dtype != dst.dtype:
-        raise TypingError(f"vtranspose needs two contiguous 1-D arrays of one float dtype, got {src}, {dst}")
-    return (lambda src, start, stride, rows, cols, dst, dst_start, dst_stride:
-            _vtranspose_ir(src, start, stride, rows, cols, dst, dst_start, dst_stride))
-
-
-@overload(flat)
-def _flat_numba(array):
-    if not (isinstance(array, types.Array) and array.layout == "C"):
-        raise TypingError(f"flat needs a C-contiguous array, got {array}")
-    return lambda array: _flat_ir(array)
-
-
-@overload(rebase)
-def _rebase_numba(row, start):
-    if not _is_row(row):
-        raise TypingError(f"rebase needs a contiguous 1-D float32/float64 array, got {row}")
-    return lambda row, start: _rebase_ir(row, start)
-
-
-@overload(vsplat)
-def _vsplat_numba(x):
-    if x in (types.float32, types.float64):
-        return lambda x: _vsplat_ir(x)
-
-
-def _same_vectors(*args):
-    return all(isinstance(a, VectorType) for a in args) and len({a.dtype for a in args}) == 1
-
-
-@overload(vfma)
-def _vfma_numba(acc, a, b):
-    if _same_vectors(acc, a, b):
-        return lambda acc, a, b: _vfma_ir(acc, a, b)
-
-
-@overload(vmax)
-def _vmax_numba(a, b):
-    if _same_vectors(a, b):
-        return lambda a, b: _vmax_ir(a, b)
-
-
-@overload(vfloor)
-def _vfloor_numba(a):
-    if isinstance(a, VectorType):
-        return lambda a: _vfloor_ir(a)
-
-
-@overload(vpow2)
-def _vpow2_numba(n):
-    if isinstance(n, VectorType):
-        return lambda n: _vpow2_ir(n)
-
-
-@overload(hsum)
-def _hsum_numba(vector):
-    if isinstance(vector, VectorType):
-        return lambda vector: _hsum_ir(vector)
-
-
-@overload(hmax)
-def _hmax_numba(vector):
-    if isinstance(vector, VectorType):
-        return lambda vector: _hmax_ir(vector)
 
 
 def _install_vector_operator(operator_function, emit):
