@@ -146,6 +146,22 @@ def _exp_nonpositive_kernel(x, out):
         simd.vstore(out, j, width - j, simd.exp_nonpositive(simd.vload(x, j, width - j, x.dtype.type(0))))
 
 
+def test_simd_helpers_say_what_they_need():
+    """A wrong argument type is one typing error that names the helper and what it needs."""
+    @numba.njit
+    def load_from_matrix(x):
+        return simd.hsum(simd.vload(x, 0, 4, x.dtype.type(0)))
+
+    @numba.njit
+    def mixed_fma(x, y):
+        return simd.vfma(simd.vsplat(x[0]), simd.vsplat(x[0]), simd.vsplat(y[0]))
+
+    with pytest.raises(numba.core.errors.TypingError, match="vload needs a contiguous 1-D float32/float64 array"):
+        load_from_matrix(np.zeros((2, 4), np.float32))
+    with pytest.raises(numba.core.errors.TypingError, match="vfma needs three vectors of one dtype"):
+        mixed_fma(np.zeros(4, np.float32), np.zeros(4, np.float64))
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_vector_exp_accuracy(dtype):
     """The hand-written exp against np.exp, from underflow to 0, with -inf and NaN."""

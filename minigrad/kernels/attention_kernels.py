@@ -156,7 +156,7 @@ def _attention_kernel(q, k, v, columns, num_heads, bias, bias_strides, out, weig
     scale = q.dtype.type(1 / np.sqrt(depth))
     k_t = np.empty((depth, k_len), dtype=q.dtype)
     block = np.empty((4, k_len), dtype=q.dtype)
-    start = np.intp(0)  # an offset typed like the computed ones: each helper compiles once
+    start, one = np.intp(0), np.intp(1)  # typed like the computed offsets: each helper compiles once
     block_rows = (start, k_len, 2 * k_len, 3 * k_len)
     any_nan = False
     for b in range(batch):
@@ -166,13 +166,13 @@ def _attention_kernel(q, k, v, columns, num_heads, bias, bias_strides, out, weig
             p = weights[b, h]
             for i0 in range(0, q_len, 4):
                 rows = (i0, min(i0 + 1, q_len - 1), min(i0 + 2, q_len - 1), min(i0 + 3, q_len - 1))  # repeat the last
-                four_rows_times(flat(q), _starts(b * q_len, rows, q.shape[2], q_col + c), 1,
+                four_rows_times(flat(q), _starts(b * q_len, rows, q.shape[2], q_col + c), one,
                                 flat(k_t), start, k_len, flat(block), block_rows, k_len, depth)
                 m = b * sb + h * sh
                 any_nan |= _four_masked_softmax_rows(block, bias[m + rows[0] * si], bias[m + rows[1] * si],
                                                      bias[m + rows[2] * si], bias[m + rows[3] * si], scale,
                                                      p[rows[0]], p[rows[1]], p[rows[2]], p[rows[3]])
-                four_rows_times(flat(weights), _starts((b * num_heads + h) * q_len, rows, k_len, start), 1,
+                four_rows_times(flat(weights), _starts((b * num_heads + h) * q_len, rows, k_len, start), one,
                                 flat(v), b * k_len * v.shape[2] + v_col + c, v.shape[2],
                                 flat(out), _starts(b * q_len, rows, width, c), depth, k_len)
     return any_nan
@@ -188,21 +188,21 @@ def _attention_backward_kernel(grad, q, k, v, columns, weights, num_heads, dq, d
     scale = q.dtype.type(1 / np.sqrt(depth))
     v_t = np.empty((depth, k_len), dtype=q.dtype)
     d_s = np.empty((q_len, k_len), dtype=q.dtype)  # dP, then dS
-    start = np.intp(0)  # an offset typed like the computed ones: each helper compiles once
+    start, one = np.intp(0), np.intp(1)  # typed like the computed offsets: each helper compiles once
     for b in range(batch):
         g_start, q_start, k_start = b * q_len * width, b * q_len * q.shape[2], b * k_len * k.shape[2]
         for h in range(num_heads):
             c, p_start = h * depth, (b * num_heads + h) * q_len * k_len
             _transpose_head(v, b, v_col + c, v_t)
-            rows_times(flat(grad), g_start + c, width, 1, flat(v_t), start, k_len,
+            rows_times(flat(grad), g_start + c, width, one, flat(v_t), start, k_len,
                        flat(d_s), start, k_len, q_len, k_len, depth)
             for i in range(q_len):  # dS = P * (dP - sum(P * dP)) / sqrt(D)
                 softmax_backward_row(weights[b, h, i], d_s[i], d_s[i], scale)
-            rows_times(flat(d_s), start, k_len, 1, flat(k), k_start + k_col + c, k.shape[2],  # dQ = dS K
+            rows_times(flat(d_s), start, k_len, one, flat(k), k_start + k_col + c, k.shape[2],  # dQ = dS K
                        flat(dq), b * q_len * dq.shape[2] + q_col + c, dq.shape[2], q_len, depth, k_len)
-            rows_times(flat(d_s), start, 1, k_len, flat(q), q_start + q_col + c, q.shape[2],  # dK = dSᵀ Q
+            rows_times(flat(d_s), start, one, k_len, flat(q), q_start + q_col + c, q.shape[2],  # dK = dSᵀ Q
                        flat(dk), b * k_len * dk.shape[2] + k_col + c, dk.shape[2], k_len, depth, q_len)
-            rows_times(flat(weights), p_start, 1, k_len, flat(grad), g_start + c, width,  # dV = Pᵀ G
+            rows_times(flat(weights), p_start, one, k_len, flat(grad), g_start + c, width,  # dV = Pᵀ G
                        flat(dv), b * k_len * dv.shape[2] + v_col + c, dv.shape[2], k_len, depth, q_len)
 
 

@@ -20,7 +20,6 @@ import numba
 import numpy as np
 
 
-
 def _vector_bytes():
     """Bytes per vector: 64 where Numba compiles for AVX-512, else 32 (AVX2, as on
     most CPUs; a 512-bit vector would be split in two there). docs/kernels.md
