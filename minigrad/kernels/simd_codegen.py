@@ -70,17 +70,18 @@ def _load_lanes(builder, pointer, count, fill):
 
 def _store_lanes(builder, vector, pointer, count):
     """Write the first ``count`` lanes of ``vector`` at ``pointer``: a whole vector in
-    one plain store, a part lane by lane in a loop (a masked store is microcoded and slow
+    one plain store, a part lane by lane (a masked store is microcoded and slow
     on AMD Zen CPUs: it made every kernel here 1.5-3x slower; docs/kernels.md)."""
     lane_count, element = vector.type.count, vector.type.element
     alignment = int(element.intrinsic_name[1:]) // 8
     with builder.if_else(_is_whole(builder, count, lane_count)) as (whole, part):
         with whole:
             builder.store(vector, builder.bitcast(pointer, vector.type.as_pointer()), align=alignment)
-        with part:
-            with cgutils.for_range(builder, count) as loop:  # count < lane_count; none if count <= 0
-                builder.store(builder.extract_element(vector, loop.index),
-                              builder.gep(pointer, [loop.index]), align=alignment)
+        with part:  # unrolled: a loop here would be vectorised by LLVM through the stack
+            for lane in range(lane_count - 1):
+                with builder.if_then(builder.icmp_signed(">", count, count.type(lane))):
+                    builder.store(builder.extract_element(vector, ir.Constant(_I32, lane)),
+                                  builder.gep(pointer, [ir.Constant(_I32, lane)]), align=alignment)
 
 
 def _is_whole(builder, count, lane_count):
