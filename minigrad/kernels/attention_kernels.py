@@ -8,13 +8,10 @@ What it computes, for every batch item b and head h (D = width / heads):
     O_h = P V_h                     this head's slice of the output
 
 Q, K, V and O stay in the projections' own layout, (B, T, heads * D): head h
-is the column block h*D : (h+1)*D. Done with separate ops, the same step
-splits the heads (a transposed copy of Q, K and V), runs 2 batched products,
-a scale, a mask and a softmax, and merges the heads (another copy), each op
-with its own pass over memory, and the backward the same again. Here each
-(b, h) pair is handled while its rows sit in L1. ``transformer.attention``
-keeps the step-by-step version (that is the one to read and to draw); the
-tests check the two agree, values and gradients.
+is the column block h*D : (h+1)*D, and each (b, h) pair is done while its rows
+sit in L1 (op by op, every step is its own pass over memory, plus copies to split
+and merge the heads). ``transformer.attention`` keeps the step-by-step version,
+the one to read and to draw; the tests check the two agree.
 
 Backward, from the output gradient G (same layout as O):
 
@@ -69,10 +66,8 @@ def attention_backward_numpy(grad, q, k, v, weights, num_heads):
 # figures). In the forward, rows past the end repeat the last row.
 @jit(forceinline=True)
 def _transpose_head(x, b, first_column, out):
-    """out[d, j] = x[b, j, first_column + d]: one head's keys (or values) with
-    the positions along a contiguous row, ready for vector loads. Done in
-    lanes x lanes blocks with lane shuffles (``vtranspose``), not the slow
-    gathers LLVM makes of a scalar loop here."""
+    """out[d, j] = x[b, j, first_column + d]: one head's keys (or values), positions along
+    a row, in lanes x lanes blocks of lane shuffles (LLVM makes slow gathers of a plain loop)."""
     depth, length, width = out.shape[0], out.shape[1], x.shape[2]
     source, target, step = flat(x), flat(out), lanes(out)
     base = b * x.shape[1] * width + first_column

@@ -1,14 +1,11 @@
 """Batched matrix product: a Numba kernel for batches of small matrices, BLAS for the rest.
 
-``matmul(a, b)`` is ``a @ b`` with numpy's broadcasting rules. Attention run op
-by op multiplies hundreds of tiny matrices per call (128 sentences x 4 heads,
-12-19 positions, 16 features per head), where ``np.matmul`` calls BLAS once
-per matrix; the kernel below does the whole batch in one call, reading the
-operands in place (the heads are strided views of the projections).
-``_use_numba_matmul`` says which shapes go to it; everything else is
-``np.matmul``. ``matmul_loops`` is the kernel's definition as plain loops, and
-``matmul_numpy`` the twin that ``use_backend("numpy")`` selects.
-docs/kernels.md has the measurements behind the choices.
+``matmul(a, b)`` is ``a @ b`` with numpy's broadcasting rules. Attention run op by op
+multiplies hundreds of tiny matrices per call (128 sentences x 4 heads, 12-19 positions,
+16 features per head), where ``np.matmul`` calls BLAS once per matrix; the kernel does the
+batch in one call, reading the strided head views in place. ``_use_numba_matmul`` picks
+the shapes; ``matmul_loops`` is the kernel as plain loops. Its 4-row tile also serves the
+fused attention. Measurements: docs/kernels.md.
 """
 import functools
 import math
@@ -96,13 +93,9 @@ def _matmul_kernel(a, a_items, a_row, a_col, b, b_items, b_row, out, K):
 
 
 def _use_numba_matmul(a, b):
-    """THE dispatch rule: the Numba kernel for ``a @ b``, or np.matmul (BLAS)?
-
-    The kernel where it measured faster: a batch of at least 64 float matrices
-    with 16 to 32 rows, K <= 32, N a whole number of tiles (16 float32 columns
-    with AVX2, e.g. the head size) up to 32, and B's rows contiguous. That is
-    attention's P @ V, dS @ K and P^T @ g (op by op, 19 target positions),
-    where np.matmul calls BLAS once per tiny matrix. np.matmul does the rest."""
+    """THE dispatch rule, the Numba kernel where it measured faster than np.matmul: a batch of
+    at least 64 float matrices, 16 to 32 rows, K <= 32, N a whole number of tiles up to 32,
+    B's rows contiguous (op by op: attention's P @ V, dS @ K and P^T @ g at 19 positions)."""
     if a.ndim < 3 or b.ndim < 3 or a.dtype != b.dtype or a.dtype.char not in "fd":
         return False
     (M, K), (K_b, N) = a.shape[-2:], b.shape[-2:]
