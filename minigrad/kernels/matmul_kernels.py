@@ -94,12 +94,12 @@ def _matmul_kernel(a, a_items, a_row, a_col, b, b_items, b_row, out, K):
 
 def _use_numba_matmul(a, b):
     """THE dispatch rule, the Numba kernel where it measured faster than np.matmul: a batch of
-    at least 64 float matrices, 16 to 32 rows, K <= 32, N a whole number of tiles up to 32,
-    B's rows contiguous (op by op: attention's P @ V, dS @ K and P^T @ g at 19 positions)."""
+    at least 64 float matrices, 12 to 32 rows, K <= 32, N a whole number of tiles up to 32,
+    B's rows contiguous (op by op: attention's P @ V, dS @ K and P^T @ g at 12 and 19 positions)."""
     if a.ndim < 3 or b.ndim < 3 or a.dtype != b.dtype or a.dtype.char not in "fd":
         return False
     (M, K), (K_b, N) = a.shape[-2:], b.shape[-2:]
-    return (K == K_b and 16 <= M <= 32 and 0 < K <= 32 and 0 < N <= 32 and N % (2 * lanes(a)) == 0
+    return (K == K_b and 12 <= M <= 32 and 0 < K <= 32 and 0 < N <= 32 and N % (2 * lanes(a)) == 0
             and b.strides[-1] == b.itemsize and max(math.prod(a.shape[:-2]), math.prod(b.shape[:-2])) >= 64)
 
 
