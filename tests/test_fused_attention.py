@@ -73,6 +73,35 @@ def test_fused_values_and_gradients_match_the_composition(shape, dtype, backend)
                 np.testing.assert_allclose(got, expected, **tol)
 
 
+@pytest.mark.parametrize("backend", ["numba", "numpy"])
+def test_backward_writes_its_gradients_and_refuses_overlapping_ones(backend):
+    """dq, dk, dv are written, not added to (what was in them does not matter); packed
+    projections share one array at disjoint columns; overlapping columns are one clear error."""
+    qkv, grad = rand((2, 5, 24), np.float32), rand((2, 5, 8), np.float32, 1)
+    with kernels.use_backend(backend):
+        out, weights = kernels.attention(qkv, qkv, qkv, np.ones((1,), bool), 2, 8, (0, 8, 16))
+        d_qkv = np.full_like(qkv, np.nan)
+        kernels.attention_backward(grad, qkv, qkv, qkv, weights, 2, d_qkv, d_qkv, d_qkv, (0, 8, 16))
+        want = kernels.attention_backward_numpy(grad, qkv[..., :8], qkv[..., 8:16], qkv[..., 16:], weights, 2)
+        np.testing.assert_allclose(d_qkv, np.concatenate(want, axis=-1), rtol=2e-4, atol=2e-5)
+        with pytest.raises(ValueError, match=r"dq, dk and dv overlap \(one array, columns \(0, 4, 16\), width 8\)"):
+            kernels.attention_backward(grad, qkv, qkv, qkv, weights, 2, d_qkv, d_qkv, d_qkv, (0, 4, 16))
+
+
+def test_nan_from_a_masked_score_redoes_the_call_exactly():
+    """A +inf key score that is masked: the bias add gives NaN; the call is redone as np.where does."""
+    q, k, v = rand((1, 6, 8), np.float32), rand((1, 5, 8), np.float32, 1), rand((1, 5, 8), np.float32, 2)
+    k[0, 3] = np.inf
+    allowed = np.ones((1, 1, 1, 5), bool)
+    allowed[..., 3] = False
+    with np.errstate(invalid="ignore"):  # q . inf is NaN where q's signs differ: masked anyway
+        out, weights = kernels.attention(q, k, v, allowed, 2)
+        want_out, want_weights = kernels.attention_numpy(q, k, v, allowed, 2)
+    assert np.isfinite(out).all() and (weights[..., 3] == 0).all()
+    np.testing.assert_array_equal(out, want_out)
+    np.testing.assert_array_equal(weights, want_weights)
+
+
 def test_fully_masked_row_gives_zero_weights_output_and_gradient():
     q, k, v = rand((1, 3, 8)), rand((1, 4, 8), seed=1), rand((1, 4, 8), seed=2)
     mask = np.ones((1, 1, 3, 4), bool)

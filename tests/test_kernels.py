@@ -8,6 +8,7 @@ import tempfile
 import textwrap
 import warnings
 
+import numba
 import numpy as np
 import pytest
 
@@ -137,6 +138,30 @@ def test_masked_rows_kernel_equals_twin(dtype, width):
                                kernels.log_softmax_backward_numpy(log_y, grad), **TOL[dtype])
 
 
+@numba.njit
+def _exp_nonpositive_kernel(x, out):
+    """out = exp(x) for a 1-D array of x <= 0: the vector exp on a whole array."""
+    width = x.shape[0]
+    for j in range(0, width, simd.lanes(x)):
+        simd.vstore(out, j, width - j, simd.exp_nonpositive(simd.vload(x, j, width - j, x.dtype.type(0))))
+
+
+def test_simd_helpers_say_what_they_need():
+    """A wrong argument type is one typing error that names the helper and what it needs."""
+    @numba.njit
+    def load_from_matrix(x):
+        return simd.hsum(simd.vload(x, 0, 4, x.dtype.type(0)))
+
+    @numba.njit
+    def mixed_fma(x, y):
+        return simd.vfma(simd.vsplat(x[0]), simd.vsplat(x[0]), simd.vsplat(y[0]))
+
+    with pytest.raises(numba.core.errors.TypingError, match="vload needs a contiguous 1-D float32/float64 array"):
+        load_from_matrix(np.zeros((2, 4), np.float32))
+    with pytest.raises(numba.core.errors.TypingError, match="vfma needs three vectors of one dtype"):
+        mixed_fma(np.zeros(4, np.float32), np.zeros(4, np.float64))
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_vector_exp_accuracy(dtype):
     """The hand-written exp against np.exp, from underflow to 0, with -inf and NaN."""
@@ -144,7 +169,7 @@ def test_vector_exp_accuracy(dtype):
     x = np.concatenate([np.linspace(lowest, 0, 400_003), -np.logspace(-30, 2, 1001),
                         [-np.inf, -0.0, 0.0, np.nan]]).astype(dtype)
     out = np.empty_like(x)
-    simd.exp_nonpositive_kernel(x, out)
+    _exp_nonpositive_kernel(x, out)
     exact = np.exp(x.astype(np.longdouble))
     normal = exact >= np.finfo(dtype).tiny
     relative = np.abs(out[normal] - exact[normal]) / exact[normal]

@@ -10,7 +10,8 @@ A map of the package:
   Numba's auto-vectoriser leaves scalar; ``simd_codegen.py`` tells Numba how to
   compile it (LLVM; skip it on a first read).
 - One file per kernel family, each with its numpy twin: ``matmul_kernels.py``
-  (batched matmul; the rule ``_use_numba_matmul`` sends everything else to BLAS),
+  (batched matmul and its 4-row tile, which the fused attention shares; the rule
+  ``_use_numba_matmul`` sends everything else to BLAS),
   ``softmax_kernels.py``, ``layer_norm_kernels.py``, ``attention_kernels.py``
   (the fused multi-head attention), ``relu_kernels.py``, ``adam_kernel.py``;
   ``rows.py`` is the plumbing the row kernels share. A public wrapper allocates

@@ -1,14 +1,11 @@
 """Batched matrix product: a Numba kernel for batches of small matrices, BLAS for the rest.
 
-``matmul(a, b)`` is ``a @ b`` with numpy's broadcasting rules. Attention run op
-by op multiplies hundreds of tiny matrices per call (128 sentences x 4 heads,
-12-19 positions, 16 features per head), where ``np.matmul`` calls BLAS once
-per matrix; the kernel below does the whole batch in one call, reading the
-operands in place (the heads are strided views of the projections).
-``_use_numba_matmul`` says which shapes go to it; everything else is
-``np.matmul``. ``matmul_loops`` is the kernel's definition as plain loops, and
-``matmul_numpy`` the twin that ``use_backend("numpy")`` selects.
-docs/kernels.md has the measurements behind the choices.
+``matmul(a, b)`` is ``a @ b`` with numpy's broadcasting rules. Attention run op by op
+multiplies hundreds of tiny matrices per call (128 sentences x 4 heads, 12-19 positions,
+16 features per head), where ``np.matmul`` calls BLAS once per matrix; the kernel does the
+batch in one call, reading the strided head views in place. ``_use_numba_matmul`` picks
+the shapes; ``matmul_loops`` is the kernel as plain loops. Its 4-row tile also serves the
+fused attention. Measurements: docs/kernels.md.
 """
 import functools
 import math
@@ -17,7 +14,7 @@ import numpy as np
 
 from .backend import numpy_selected
 from .jit import jit
-from .simd import lanes, vbroadcast, vfma, vload, vsplat, vstore
+from .simd import flat, lanes, vbroadcast, vfma, vload, vsplat, vstore
 
 
 def matmul_numpy(a, b):
@@ -43,71 +40,66 @@ def matmul_loops(a, a_items, a_row, a_col, b, b_items, b_row, out, K):
 
 
 @jit(forceinline=True)
-def _fma_step(acc, a, rows, k, b_lo, b_hi):
-    """One k step of a tile: for each of its 4 rows r, acc[2r], acc[2r + 1] += A[r, k] * (b_lo, b_hi)."""
-    x0, x1 = vbroadcast(a, rows[0] + k), vbroadcast(a, rows[1] + k)
-    x2, x3 = vbroadcast(a, rows[2] + k), vbroadcast(a, rows[3] + k)
-    return (vfma(acc[0], x0, b_lo), vfma(acc[1], x0, b_hi), vfma(acc[2], x1, b_lo), vfma(acc[3], x1, b_hi),
-            vfma(acc[4], x2, b_lo), vfma(acc[5], x2, b_hi), vfma(acc[6], x3, b_lo), vfma(acc[7], x3, b_hi))
+def four_rows_times(a, a_rows, a_col, b, b_start, b_row, c, c_rows, N, K):
+    """Four rows of a matrix product, on flat arrays: for r < 4 and j < N,
+    c[c_rows[r] + j] = sum over k < K of a[a_rows[r] + k * a_col] * b[b_start + k * b_row + j].
 
-
-@jit(forceinline=True)
-def _tile(a, a_first, a_rows, a_col, b, b_start, b_row, c, c_rows, j, N, K):
-    """One tile, C[4 rows, j : j + 2 vectors] = A[4 rows, :] @ B[:, j : j + 2 vectors].
-
-    Its 8 accumulators stay in registers while k runs over K: per k, two vectors
-    from row k of B (contiguous) and one element of A per row, broadcast, give 8
-    FMAs. A's rows start at a_first + a_rows[r]; C's at c_rows[r]. Columns past N
-    are masked off (vload/vstore clip to their count)."""
+    A tile is 4 rows x 2 vectors of columns: its 8 sums stay in registers while k runs;
+    per k, two vectors from row k of B (contiguous) and one element of A per row,
+    broadcast, give 8 FMAs. Columns past N are masked off (vload/vstore clip to their count)."""
     step, zero = lanes(c), c.dtype.type(0)
-    n_lo, n_hi = N - j, N - j - step  # columns left for each vector (<= 0: none)
-    z = vsplat(zero)
-    acc = (z, z, z, z, z, z, z, z)
-    for k in range(K):
-        b_k = b_start + k * b_row + j
-        acc = _fma_step(acc, a, a_rows, a_first + k * a_col, vload(b, b_k, n_lo, zero), vload(b, b_k + step, n_hi, zero))
-    vstore(c, c_rows[0] + j, n_lo, acc[0]), vstore(c, c_rows[0] + j + step, n_hi, acc[1])
-    vstore(c, c_rows[1] + j, n_lo, acc[2]), vstore(c, c_rows[1] + j + step, n_hi, acc[3])
-    vstore(c, c_rows[2] + j, n_lo, acc[4]), vstore(c, c_rows[2] + j + step, n_hi, acc[5])
-    vstore(c, c_rows[3] + j, n_lo, acc[6]), vstore(c, c_rows[3] + j + step, n_hi, acc[7])
+    for j in range(0, N, 2 * step):
+        n_lo, n_hi = N - j, N - j - step  # columns left for each vector (<= 0: none)
+        s0 = t0 = s1 = t1 = s2 = t2 = s3 = t3 = vsplat(zero)
+        for k in range(K):
+            b_k = b_start + k * b_row + j
+            lo, hi = vload(b, b_k, n_lo, zero), vload(b, b_k + step, n_hi, zero)
+            x = vbroadcast(a, a_rows[0] + k * a_col)
+            s0, t0 = vfma(s0, x, lo), vfma(t0, x, hi)
+            x = vbroadcast(a, a_rows[1] + k * a_col)
+            s1, t1 = vfma(s1, x, lo), vfma(t1, x, hi)
+            x = vbroadcast(a, a_rows[2] + k * a_col)
+            s2, t2 = vfma(s2, x, lo), vfma(t2, x, hi)
+            x = vbroadcast(a, a_rows[3] + k * a_col)
+            s3, t3 = vfma(s3, x, lo), vfma(t3, x, hi)
+        for r, s, t in ((0, s0, t0), (1, s1, t1), (2, s2, t2), (3, s3, t3)):
+            vstore(c, c_rows[r] + j, n_lo, s)
+            vstore(c, c_rows[r] + j + step, n_hi, t)
 
 
 @jit(forceinline=True)
-def _matrix(a, a_start, a_row, a_col, b, b_start, b_row, c, c_start, M, N, K):
-    """C = A @ B for one matrix, B with contiguous rows, C contiguous (row stride N).
-    Rows go 4 at a time; the last group is moved up to end at row M - 1 (a few rows
-    are computed twice) and for M < 4 the last row repeats (stored twice, same value)."""
+def rows_times(a, a_start, a_row, a_col, b, b_start, b_row, c, c_start, c_row, M, N, K):
+    """C = A @ B for one (M, K) @ (K, N) product on flat arrays: A[i, k] = a[a_start + i * a_row
+    + k * a_col], B[k, j] = b[b_start + k * b_row + j], C[i, j] = c[c_start + i * c_row + j].
+    Rows go 4 at a time; the last group is moved up to end at row M - 1 (a few rows are
+    computed twice, same value) and for M < 4 the last row repeats."""
     last = M - 1
-    for j in range(0, N, 2 * lanes(c)):
-        for i0 in range(0, M, 4):
-            i = max(min(i0, M - 4), 0)
-            rows = (i, min(i + 1, last), min(i + 2, last), min(i + 3, last))
-            a_rows = (0, (rows[1] - i) * a_row, (rows[2] - i) * a_row, (rows[3] - i) * a_row)
-            c_rows = (c_start + rows[0] * N, c_start + rows[1] * N, c_start + rows[2] * N, c_start + rows[3] * N)
-            _tile(a, a_start + i * a_row, a_rows, a_col, b, b_start, b_row, c, c_rows, j, N, K)
+    for i0 in range(0, M, 4):
+        i = max(min(i0, M - 4), 0)
+        rows = (i, min(i + 1, last), min(i + 2, last), min(i + 3, last))
+        a_rows = (a_start + rows[0] * a_row, a_start + rows[1] * a_row, a_start + rows[2] * a_row,
+                  a_start + rows[3] * a_row)
+        c_rows = (c_start + rows[0] * c_row, c_start + rows[1] * c_row, c_start + rows[2] * c_row,
+                  c_start + rows[3] * c_row)
+        four_rows_times(a, a_rows, a_col, b, b_start, b_row, c, c_rows, N, K)
 
 
 @jit()
 def _matmul_kernel(a, a_items, a_row, a_col, b, b_items, b_row, out, K):
     """``matmul_loops`` for B with contiguous rows (b_col = 1), fast."""
     items, M, N = out.shape
-    c = out.reshape(-1)
     for p in range(items):
-        _matrix(a, a_items[p], a_row, a_col, b, b_items[p], b_row, c, p * M * N, M, N, K)
+        rows_times(a, a_items[p], a_row, a_col, b, b_items[p], b_row, flat(out), p * M * N, N, M, N, K)
 
 
 def _use_numba_matmul(a, b):
-    """THE dispatch rule: the Numba kernel for ``a @ b``, or np.matmul (BLAS)?
-
-    The kernel where it measured faster: a batch of at least 64 float matrices
-    with 16 to 32 rows, K <= 32, N a whole number of tiles (16 float32 columns
-    with AVX2, e.g. the head size) up to 32, and B's rows contiguous. That is
-    attention's P @ V, dS @ K and P^T @ g (op by op, 19 target positions),
-    where np.matmul calls BLAS once per tiny matrix. np.matmul does the rest."""
+    """THE dispatch rule, the Numba kernel where it measured faster than np.matmul: a batch of
+    at least 64 float matrices, 12 to 32 rows, K <= 32, N a whole number of tiles up to 32,
+    B's rows contiguous (op by op: attention's P @ V, dS @ K and P^T @ g at 12 and 19 positions)."""
     if a.ndim < 3 or b.ndim < 3 or a.dtype != b.dtype or a.dtype.char not in "fd":
         return False
     (M, K), (K_b, N) = a.shape[-2:], b.shape[-2:]
-    return (K == K_b and 16 <= M <= 32 and 0 < K <= 32 and 0 < N <= 32 and N % (2 * lanes(a)) == 0
+    return (K == K_b and 12 <= M <= 32 and 0 < K <= 32 and 0 < N <= 32 and N % (2 * lanes(a)) == 0
             and b.strides[-1] == b.itemsize and max(math.prod(a.shape[:-2]), math.prod(b.shape[:-2])) >= 64)
 
 

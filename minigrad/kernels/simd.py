@@ -19,8 +19,6 @@ import os
 import numba
 import numpy as np
 
-from .jit import jit
-
 
 def _vector_bytes():
     """Bytes per vector: 64 where Numba compiles for AVX-512, else 32 (AVX2, as on
@@ -76,6 +74,14 @@ def vtranspose(src, start, stride, rows, cols, dst, dst_start, dst_stride):
     for r in range(rows):
         for c in range(cols):
             dst[dst_start + c * dst_stride + r] = src[start + r * stride + c]
+
+
+def flat(array):
+    """The elements of a C-contiguous array as a 1-D array (a view, no copy),
+    for kernels that address a batch of matrices by element offsets. Compiled,
+    the view is borrowed (no reference counting), so it must not outlive the
+    call; a kernel's arguments outlive the kernel."""
+    return array.reshape(-1)
 
 
 def vsplat(x):
@@ -164,11 +170,3 @@ def exp_nonpositive(t):
 
 from . import simd_codegen  # noqa: E402  (teaches Numba the functions above)
 from .simd_codegen import VectorType  # noqa: E402,F401  (kernels cached before the split look for it here)
-
-
-@jit()
-def exp_nonpositive_kernel(x, out):
-    """out = exp(x) for a 1-D array of x <= 0: the vector exp on a whole array (for the tests)."""
-    width = x.shape[0]
-    for j in range(0, width, lanes(x)):
-        vstore(out, j, width - j, exp_nonpositive(vload(x, j, width - j, x.dtype.type(0))))

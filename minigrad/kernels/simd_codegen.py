@@ -1,9 +1,9 @@
 """How Numba compiles the SIMD vocabulary of ``simd.py`` (a reader may skip this file).
 
 A Numba type for vectors, stored as an LLVM vector such as ``<8 x float>``,
-and for each helper of ``simd.py`` an ``@intrinsic`` that emits a few LLVM
-instructions (masked loads and stores, shuffles, ``llvm.fmuladd``) plus an
-``@overload`` that makes Numba use it when a kernel calls the helper.
+and for each helper of ``simd.py`` its typing and a codegen that emits a few LLVM
+instructions (loads, stores, shuffles, ``llvm.fmuladd``), registered by
+``_compiles_to`` as what a kernel's call of the helper compiles to.
 ``+``, ``-`` and ``*`` work on vectors, and on a vector with a scalar of the
 same dtype. Needs llvmlite >= 0.45 (opaque pointers, ``.p0`` intrinsic names).
 """
@@ -13,9 +13,10 @@ from llvmlite import ir
 from numba import types
 from numba.core import cgutils
 from numba.core.errors import TypingError
-from numba.extending import intrinsic, models, overload, register_model
+from numba.core.typing.templates import AbstractTemplate, infer_global
+from numba.extending import lower_builtin, models, overload, register_model
 
-from .simd import (VECTOR_BYTES, _exp_nonpositive_f32, _exp_nonpositive_f64, exp_nonpositive, hmax, hsum,
+from .simd import (VECTOR_BYTES, _exp_nonpositive_f32, _exp_nonpositive_f64, exp_nonpositive, flat, hmax, hsum,
                    lanes, vbroadcast, vfloor, vfma, vload, vmax, vpow2, vsplat, vstore, vtranspose)
 
 
@@ -34,10 +35,6 @@ class _VectorModel(models.PrimitiveModel):
 
 
 _I32 = ir.IntType(32)
-
-
-def _llvm_name(vector_type):  # e.g. "v16f32", the suffix of LLVM's vector intrinsics
-    return f"v{vector_type.lanes}f{vector_type.dtype.bitwidth}"
 
 
 def _llvm_function(builder, name, return_type, argument_types):
@@ -73,15 +70,15 @@ def _load_lanes(builder, pointer, count, fill):
 
 def _store_lanes(builder, vector, pointer, count):
     """Write the first ``count`` lanes of ``vector`` at ``pointer``: a whole vector in
-    one plain store, a part lane by lane (a masked store is microcoded and slow on
-    AMD Zen CPUs: it made every kernel here 1.5-3x slower; docs/kernels.md)."""
+    one plain store, a part lane by lane (a masked store is microcoded and slow
+    on AMD Zen CPUs: it made every kernel here 1.5-3x slower; docs/kernels.md)."""
     lane_count, element = vector.type.count, vector.type.element
     alignment = int(element.intrinsic_name[1:]) // 8
     with builder.if_else(_is_whole(builder, count, lane_count)) as (whole, part):
         with whole:
             builder.store(vector, builder.bitcast(pointer, vector.type.as_pointer()), align=alignment)
-        with part:
-            for lane in range(lane_count):
+        with part:  # unrolled: a loop here would be vectorised by LLVM through the stack
+            for lane in range(lane_count - 1):
                 with builder.if_then(builder.icmp_signed(">", count, count.type(lane))):
                     builder.store(builder.extract_element(vector, ir.Constant(_I32, lane)),
                                   builder.gep(pointer, [ir.Constant(_I32, lane)]), align=alignment)
@@ -127,8 +124,39 @@ def _is_row(row):
             and row.dtype in (types.float32, types.float64))
 
 
-@intrinsic
-def _vload_ir(typingctx, row, start, count, fill):
+def _same_vectors(*args):
+    return all(isinstance(a, VectorType) for a in args) and len({a.dtype for a in args}) == 1
+
+
+def _compiles_to(helper, accepts, needs):
+    """Teach Numba a call of the plain-Python ``helper`` (simd.py). The decorated function
+    takes the argument types and returns (signature, codegen), as an ``@intrinsic`` does, for
+    the types ``accepts`` takes (others: a TypingError that says what the helper needs); the
+    codegen emits its LLVM right inside the calling kernel, with no wrapper to compile."""
+    def register(typing):
+        @infer_global(helper)
+        class _HelperTemplate(AbstractTemplate):
+            def generic(self, args, kws):
+                if not accepts(*args):
+                    raise TypingError(f"{helper.__name__} needs {needs}, got {', '.join(map(str, args))}")
+                return typing(*args)[0]
+
+        @lower_builtin(helper, types.VarArg(types.Any))
+        def lower(context, builder, signature, args):
+            return typing(*signature.args)[1](context, builder, signature, args)
+        return typing
+    return register
+
+
+@overload(lanes)
+def _lanes_numba(array):
+    count = VECTOR_BYTES // (array.dtype.bitwidth // 8)
+    return lambda array: count  # a compile-time constant
+
+
+@_compiles_to(vload, lambda row, start, count, fill: _is_row(row) and fill == row.dtype,
+              "a contiguous 1-D float32/float64 array and a fill of its dtype")
+def _vload_ir(row, start, count, fill):
     vector_type = VectorType(row.dtype)
 
     def codegen(context, builder, signature, args):
@@ -138,8 +166,9 @@ def _vload_ir(typingctx, row, start, count, fill):
     return vector_type(row, types.intp, types.intp, row.dtype), codegen
 
 
-@intrinsic
-def _vstore_ir(typingctx, row, start, count, vector):
+@_compiles_to(vstore, lambda row, start, count, vector: _is_row(row) and vector == VectorType(row.dtype),
+              "a contiguous 1-D float32/float64 array and a vector of its dtype")
+def _vstore_ir(row, start, count, vector):
     def codegen(context, builder, signature, args):
         row_value, start_value, count_value, vector_value = args
         pointer = _row_pointer(context, builder, signature.args[0], row_value, start_value)
@@ -148,8 +177,8 @@ def _vstore_ir(typingctx, row, start, count, vector):
     return types.none(row, types.intp, types.intp, vector), codegen
 
 
-@intrinsic
-def _vbroadcast_ir(typingctx, row, index):
+@_compiles_to(vbroadcast, lambda row, index: _is_row(row), "a contiguous 1-D float32/float64 array")
+def _vbroadcast_ir(row, index):
     vector_type = VectorType(row.dtype)
 
     def codegen(context, builder, signature, args):
@@ -178,8 +207,9 @@ def _transpose_vectors(builder, vectors):
     return vectors
 
 
-@intrinsic
-def _vtranspose_ir(typingctx, src, start, stride, rows, cols, dst, dst_start, dst_stride):
+@_compiles_to(vtranspose, lambda src, start, stride, rows, cols, dst, *_: _is_row(src) and _is_row(dst) and src == dst,
+              "two contiguous 1-D arrays of one float dtype")
+def _vtranspose_ir(src, start, stride, rows, cols, dst, dst_start, dst_stride):
     vector_type = VectorType(src.dtype)
 
     def codegen(context, builder, signature, args):
@@ -201,169 +231,81 @@ def _vtranspose_ir(typingctx, src, start, stride, rows, cols, dst, dst_start, ds
     return signature, codegen
 
 
-@intrinsic
-def _vsplat_ir(typingctx, x):
+@_compiles_to(flat, lambda array: isinstance(array, types.Array) and array.layout == "C", "a C-contiguous array")
+def _flat_ir(array):
+    row_type = types.Array(array.dtype, 1, "C", readonly=not array.mutable)
+
+    def codegen(context, builder, signature, args):
+        source = context.make_array(signature.args[0])(context, builder, args[0])
+        view = context.make_array(row_type)(context, builder)
+        context.populate_array(view, data=source.data, shape=cgutils.pack_array(builder, [source.nitems]),
+                               strides=cgutils.pack_array(builder, [source.itemsize]), itemsize=source.itemsize,
+                               meminfo=None)  # borrowed: no reference counting
+        return view._getvalue()
+    return row_type(array), codegen
+
+
+@_compiles_to(vsplat, lambda x: x in (types.float32, types.float64), "a float32 or float64 scalar")
+def _vsplat_ir(x):
     def codegen(context, builder, signature, args):
         return _splat_value(builder, args[0], signature.return_type.lanes)
     return VectorType(x)(x), codegen
 
 
-@intrinsic
-def _vfma_ir(typingctx, acc, a, b):
-    def codegen(context, builder, signature, args):
-        llvm_type = args[0].type
-        fmuladd = _llvm_function(builder, f"llvm.fmuladd.{_llvm_name(acc)}", llvm_type, [llvm_type] * 3)
-        return builder.call(fmuladd, [args[1], args[2], args[0]])
-    return acc(acc, a, b), codegen
+def _vector_function(builder, name, vector):  # LLVM's llvm.<name>.v8f32 (and so on) for this vector type
+    name = f"llvm.{name}.v{vector.type.count}{vector.type.element.intrinsic_name}"
+    return _llvm_function(builder, name, vector.type, [vector.type] * (3 if name.startswith("llvm.fmuladd") else 1))
 
 
-@intrinsic
-def _vmax_ir(typingctx, a, b):
-    def codegen(context, builder, signature, args):
-        return _select_max(builder)(*args)
-    return a(a, b), codegen
+def _pow2(builder, n):
+    """2**n from the exponent bits. n is first clipped into the exponent range (NaN -> 0):
+    then the plain float-to-int conversion is defined and stays one vector instruction."""
+    float_type, lane_count = n.type, n.type.count
+    mantissa_bits, bias = (23, 127) if float_type.element == ir.FloatType() else (52, 1023)
+    int_type = ir.VectorType(ir.IntType(64 if bias == 1023 else 32), lane_count)
+    x = builder.select(builder.fcmp_ordered("ord", n, n), n, ir.Constant(float_type, None))
+    low, high = ir.Constant(float_type, [float(-bias)] * lane_count), ir.Constant(float_type, [float(bias)] * lane_count)
+    x = builder.select(builder.fcmp_ordered("<", x, low), low, x)
+    x = builder.select(builder.fcmp_ordered(">", x, high), high, x)
+    biased = builder.add(builder.fptosi(x, int_type), ir.Constant(int_type, [bias] * lane_count))
+    return builder.bitcast(builder.shl(biased, ir.Constant(int_type, [mantissa_bits] * lane_count)), float_type)
 
 
-@intrinsic
-def _vfloor_ir(typingctx, a):
-    def codegen(context, builder, signature, args):
-        floor = _llvm_function(builder, f"llvm.floor.{_llvm_name(a)}", args[0].type, [args[0].type])
-        return builder.call(floor, args)
-    return a(a), codegen
+def _lanewise(helper, emit, needs, reduces=False):
+    """Compile ``helper(vector, ...)`` (vectors of one dtype) to ``emit(builder, *llvm values)``;
+    it returns a vector of the same type, or with ``reduces`` one lane's scalar."""
+    @_compiles_to(helper, _same_vectors, needs)
+    def typing(*vectors):
+        def codegen(context, builder, signature, args):
+            return emit(builder, *args)
+        return (vectors[0].dtype if reduces else vectors[0])(*vectors), codegen
 
 
-@intrinsic
-def _vpow2_ir(typingctx, n):
-    def codegen(context, builder, signature, args):
-        mantissa_bits, bias = (23, 127) if n.dtype == types.float32 else (52, 1023)
-        float_type = args[0].type
-        int_type = ir.VectorType(ir.IntType(n.dtype.bitwidth), n.lanes)
-        # clip n into the exponent range first (NaN -> 0): then the plain
-        # float-to-int conversion is defined and stays one vector instruction
-        x = builder.select(builder.fcmp_ordered("ord", args[0], args[0]), args[0], ir.Constant(float_type, None))
-        low, high = ir.Constant(float_type, [float(-bias)] * n.lanes), ir.Constant(float_type, [float(bias)] * n.lanes)
-        x = builder.select(builder.fcmp_ordered("<", x, low), low, x)
-        x = builder.select(builder.fcmp_ordered(">", x, high), high, x)
-        biased = builder.add(builder.fptosi(x, int_type), ir.Constant(int_type, [bias] * n.lanes))
-        bits = builder.shl(biased, ir.Constant(int_type, [mantissa_bits] * n.lanes))
-        return builder.bitcast(bits, float_type)
-    return n(n), codegen
-
-
-@intrinsic
-def _hsum_ir(typingctx, vector):
-    def codegen(context, builder, signature, args):
-        return _halving_reduction(builder, args[0], builder.fadd)
-    return vector.dtype(vector), codegen
-
-
-@intrinsic
-def _hmax_ir(typingctx, vector):
-    def codegen(context, builder, signature, args):
-        return _halving_reduction(builder, args[0], _select_max(builder))
-    return vector.dtype(vector), codegen
-
-
-@overload(lanes)
-def _lanes_numba(array):
-    count = VECTOR_BYTES // (array.dtype.bitwidth // 8)
-    return lambda array: count  # a compile-time constant
-
-
-@overload(vload)
-def _vload_numba(row, start, count, fill):
-    if not _is_row(row):
-        raise TypingError(f"vload needs a contiguous 1-D float32/float64 array, got {row}")
-    if fill != row.dtype:
-        raise TypingError(f"vload fill must be {row.dtype}, got {fill}")
-    return lambda row, start, count, fill: _vload_ir(row, start, count, fill)
-
-
-@overload(vstore)
-def _vstore_numba(row, start, count, vector):
-    if not _is_row(row) or not isinstance(vector, VectorType) or vector.dtype != row.dtype:
-        raise TypingError(f"vstore needs a contiguous 1-D array and a vector of its dtype, got {row}, {vector}")
-    return lambda row, start, count, vector: _vstore_ir(row, start, count, vector)
-
-
-@overload(vbroadcast)
-def _vbroadcast_numba(row, index):
-    if not _is_row(row):
-        raise TypingError(f"vbroadcast needs a contiguous 1-D float32/float64 array, got {row}")
-    return lambda row, index: _vbroadcast_ir(row, index)
-
-
-@overload(vtranspose)
-def _vtranspose_numba(src, start, stride, rows, cols, dst, dst_start, dst_stride):
-    if not _is_row(src) or not _is_row(dst) or src.dtype != dst.dtype:
-        raise TypingError(f"vtranspose needs two contiguous 1-D arrays of one float dtype, got {src}, {dst}")
-    return (lambda src, start, stride, rows, cols, dst, dst_start, dst_stride:
-            _vtranspose_ir(src, start, stride, rows, cols, dst, dst_start, dst_stride))
-
-
-@overload(vsplat)
-def _vsplat_numba(x):
-    if x in (types.float32, types.float64):
-        return lambda x: _vsplat_ir(x)
-
-
-def _same_vectors(*args):
-    return all(isinstance(a, VectorType) for a in args) and len({a.dtype for a in args}) == 1
-
-
-@overload(vfma)
-def _vfma_numba(acc, a, b):
-    if _same_vectors(acc, a, b):
-        return lambda acc, a, b: _vfma_ir(acc, a, b)
-
-
-@overload(vmax)
-def _vmax_numba(a, b):
-    if _same_vectors(a, b):
-        return lambda a, b: _vmax_ir(a, b)
-
-
-@overload(vfloor)
-def _vfloor_numba(a):
-    if isinstance(a, VectorType):
-        return lambda a: _vfloor_ir(a)
-
-
-@overload(vpow2)
-def _vpow2_numba(n):
-    if isinstance(n, VectorType):
-        return lambda n: _vpow2_ir(n)
-
-
-@overload(hsum)
-def _hsum_numba(vector):
-    if isinstance(vector, VectorType):
-        return lambda vector: _hsum_ir(vector)
-
-
-@overload(hmax)
-def _hmax_numba(vector):
-    if isinstance(vector, VectorType):
-        return lambda vector: _hmax_ir(vector)
+_lanewise(vfma, lambda b, acc, x, y: b.call(_vector_function(b, "fmuladd", acc), [x, y, acc]), "three vectors of one dtype")
+_lanewise(vmax, lambda b, x, y: _select_max(b)(x, y), "two vectors of one dtype")
+_lanewise(vfloor, lambda b, x: b.call(_vector_function(b, "floor", x), [x]), "a vector")
+_lanewise(vpow2, _pow2, "a vector")
+_lanewise(hsum, lambda b, x: _halving_reduction(b, x, b.fadd), "a vector", reduces=True)
+_lanewise(hmax, lambda b, x: _halving_reduction(b, x, _select_max(b)), "a vector", reduces=True)
 
 
 def _install_vector_operator(operator_function, emit):
     """Make ``+``, ``-``, ``*`` work on vectors, and on a vector with a scalar of
     the same dtype (a scalar of another dtype is a typing error: no silent upcast)."""
-    @intrinsic
-    def lanewise(typingctx, a, b):
-        def codegen(context, builder, signature, args):
-            return emit(builder)(*args)
-        return a(a, b), codegen
+    @infer_global(operator_function)
+    class _VectorOperator(AbstractTemplate):
+        def generic(self, args, kws):
+            vector = next((x for x in args if isinstance(x, VectorType)), None)
+            if vector is not None and len(args) == 2 and all(x in (vector, vector.dtype) for x in args):
+                return vector(*args)
 
-    @overload(operator_function)
-    def vector_operator(a, b):
-        if _same_vectors(a, b):
-            return lambda a, b: lanewise(a, b)
-        if isinstance(a, VectorType) and b == a.dtype:
-            return lambda a, b: lanewise(a, _vsplat_ir(b))
-        if isinstance(b, VectorType) and a == b.dtype:
-            return lambda a, b: lanewise(_vsplat_ir(a), b)
+    def lower(context, builder, signature, args):
+        lanes_ = signature.return_type.lanes
+        a, b = (_splat_value(builder, x, lanes_) if t == signature.return_type.dtype else x
+                for x, t in zip(args, signature.args))
+        return emit(builder)(a, b)
+    for types_ in ((VectorType, VectorType), (VectorType, types.Float), (types.Float, VectorType)):
+        lower_builtin(operator_function, *types_)(lower)
 
 
 _install_vector_operator(operator.add, lambda builder: builder.fadd)
