@@ -78,3 +78,26 @@ def test_compile_training_kernels_compiles_what_a_training_step_runs():
             assert signatures == "1", out
             # the attention forward compiles in this process; the child compiled the others
             assert compiled == ("1" if name == "_attention_kernel" else "0"), out
+
+
+SOFTMAX_CALL = """
+import numpy as np
+from minigrad.kernels import softmax_kernels
+softmax_kernels.softmax(np.ones((2, 3), np.float32))
+print("compiled here:", sum(softmax_kernels._softmax_kernel.stats.cache_misses.values()))
+"""
+
+
+@pytest.mark.slow
+def test_a_cache_written_for_other_kernel_sources_is_not_used():
+    """Numba checks only a kernel's own file: a cache from another version of simd.py (whose
+    helpers every kernel inlines) must not be loaded, so the package's sources are recorded."""
+    with tempfile.TemporaryDirectory() as cache_dir:
+        assert "compiled here: 1" in run(SOFTMAX_CALL, cache_dir)
+        assert "compiled here: 0" in run(SOFTMAX_CALL, cache_dir)      # same sources: loaded
+        (record,) = [os.path.join(root, name) for root, _, names in os.walk(cache_dir)
+                     for name in names if name == "minigrad-kernel-sources"]
+        with open(record, "w") as file:
+            file.write("the hash of other sources\n")
+        assert "compiled here: 1" in run(SOFTMAX_CALL, cache_dir)      # other sources: compiled again
+        assert "compiled here: 0" in run(SOFTMAX_CALL, cache_dir)

@@ -11,7 +11,14 @@ once: Numba compiles one function at a time per process (a global lock), so a ch
 process compiles the smaller kernels while this one compiles the fused attention's
 forward (the largest, about half the time); then each kernel's first call here loads
 the child's code from the cache.
+
+Numba checks only a kernel's own file when it loads cached code, so a change to a
+helper in another file (``simd.py``, say) would leave every kernel that inlines it
+running its old code. The cache folder therefore records a hash of all the files in
+this package, and when they differ the kernels' cache indexes are dropped at import.
 """
+import glob
+import hashlib
 import os
 import subprocess
 import sys
@@ -102,3 +109,36 @@ def compile_training_kernels(dtype=np.float32):
         if child.poll() is None:  # interrupted: stop the child too
             child.kill()
             child.wait()
+
+
+def _drop_cache_of_other_sources():
+    """Drop the kernels' cache indexes (``*.nbi``) when they were written for other sources of
+    this package; Numba then compiles on the next first calls and writes new ones. All the
+    kernel files sit in this folder, so they share one cache folder."""
+    cache = _disk_cache(softmax_kernels._softmax_kernel)
+    if cache is None:
+        return
+    digest = hashlib.sha256()
+    for path in sorted(glob.glob(os.path.join(os.path.dirname(os.path.abspath(__file__)), "*.py"))):
+        with open(path, "rb") as source:
+            digest.update(source.read())
+    folder, stamp = cache._cache_path, digest.hexdigest()
+    record = os.path.join(folder, "minigrad-kernel-sources")
+    try:
+        with open(record) as file:
+            if file.read().strip() == stamp:
+                return
+    except OSError:
+        pass  # no record yet: drop whatever is there, it may be from other sources
+    try:
+        for name in os.listdir(folder) if os.path.isdir(folder) else ():
+            if name.endswith(".nbi"):
+                os.remove(os.path.join(folder, name))
+        os.makedirs(folder, exist_ok=True)
+        with open(record, "w") as file:
+            file.write(stamp + "\n")
+    except OSError:  # a read-only cache folder: Numba does not write there either
+        pass
+
+
+_drop_cache_of_other_sources()

@@ -52,16 +52,6 @@ def log_softmax_backward_numpy(y, grad):
 
 # ------------------------------------------------------------------ row helpers (also used by attention)
 @jit(forceinline=True)
-def has_nan(row):
-    """Does the row hold a NaN? Only asked on the rare path where the vector max says -inf:
-    ``vmax`` drops a NaN, so "max is -inf" means "all -inf, or -inf and NaN"."""
-    for j in range(row.shape[0]):
-        if row[j] != row[j]:
-            return True
-    return False
-
-
-@jit(forceinline=True)
 def softmax_shift(row):
     """What to subtract before exp: the row's max, or 0 when it is -inf (``_shift_numpy``).
     The vector max may drop a NaN; then exp(NaN - shift) puts it back into the sum."""
@@ -137,27 +127,6 @@ def _log_softmax_kernel(x, out):
             vstore(y, j, width - j, (vload(row, j, width - j, zero) - shift) - log_sum)
 
 
-@jit()
-def _log_softmax_backward_kernel(y, grad, out):
-    zero, minus_inf = y.dtype.type(0), y.dtype.type(-np.inf)
-    step, width = lanes(y), y.shape[1]
-    for r in range(y.shape[0]):
-        y_row, g_row, dx = y[r], grad[r], out[r]
-        peak = vsplat(minus_inf)
-        g_total = vsplat(zero)
-        for j in range(0, width, step):
-            peak = vmax(peak, vload(y_row, j, width - j, minus_inf))
-            g_total = g_total + vload(g_row, j, width - j, zero)
-        if hmax(peak) == minus_inf and not has_nan(y_row):  # fully masked row: no gradient
-            for j in range(0, width, step):
-                vstore(dx, j, width - j, vsplat(zero))
-            continue
-        g_sum = hsum(g_total)
-        for j in range(0, width, step):
-            p = exp_nonpositive(vload(y_row, j, width - j, minus_inf))
-            vstore(dx, j, width - j, vload(g_row, j, width - j, zero) - p * g_sum)
-
-
 # ------------------------------------------------------------------ public entry points
 def softmax(x):
     """Softmax over the last axis."""
@@ -181,7 +150,7 @@ def log_softmax(x):
 
 
 def log_softmax_backward(y, grad):
-    """Gradient of log-softmax: y is the forward output, grad the output gradient."""
-    if numpy_selected() or not kernel_fits(y, grad):
-        return log_softmax_backward_numpy(y, grad)
-    return run_rowwise(_log_softmax_backward_kernel, y, grad)
+    """Gradient of log-softmax: y is the forward output, grad the output gradient. Always
+    the numpy twin: the model never runs it (cross-entropy has its own backward), so a
+    kernel here would be lines without a measured gain."""
+    return log_softmax_backward_numpy(y, grad)
