@@ -198,7 +198,7 @@ def train_main(argv=None) -> int:
         print(f"model: d_model {mc.d_model}, {mc.num_heads} heads, {mc.num_encoder_layers}+"
               f"{mc.num_decoder_layers} layers, d_ff {mc.d_ff}, {trainer.model.num_parameters():,} parameters",
               flush=True)
-        _compile_if_cold(6)
+        _compile_if_cold(5)
         summary = trainer.run(progress=not args.no_progress)
     except (CheckpointError, RunFolderError) as error:
         return _fail(str(error))
