@@ -47,7 +47,7 @@ class SelfAttentionCore(Function):
         return out
 
     def backward(self, grad):
-        d_qkv = np.zeros_like(self.qkv)                # [dQ | dK | dV]: disjoint columns of one array
+        d_qkv = np.empty_like(self.qkv)                # [dQ | dK | dV]: disjoint columns, each written whole
         kernels.attention_backward(np.ascontiguousarray(grad), self.qkv, self.qkv, self.qkv, self.weights,
                                    self.num_heads, d_qkv, d_qkv, d_qkv, self.columns)
         return d_qkv
@@ -69,8 +69,7 @@ class CrossAttentionCore(Function):
         return out
 
     def backward(self, grad):
-        d_q = np.empty_like(self.q)                    # written whole by the kernel
-        d_kv = np.zeros_like(self.kv)                  # [dK | dV]: added into, disjoint columns
+        d_q, d_kv = np.empty_like(self.q), np.empty_like(self.kv)   # [dK | dV]: disjoint columns, each written whole
         kernels.attention_backward(np.ascontiguousarray(grad), self.q, self.kv, self.kv, self.weights,
                                    self.num_heads, d_q, d_kv, d_kv, self.columns)
         return d_q, d_kv
