@@ -10,7 +10,6 @@ Ctrl-C in dates-train saves the last completed step and exits with 130; a closed
 (`| head -1`) ends quietly.
 """
 import argparse
-import contextlib
 import functools
 import json
 import math

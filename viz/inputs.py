@@ -7,7 +7,6 @@ model and say so in one line and in every title. A fresh model is what you get
 before training: ``minigrad.manual_seed(seed)`` then ``Transformer(config)``,
 so the same seed always draws the same weights.
 """
-import functools
 import os
 import sys
 from dataclasses import dataclass
@@ -22,18 +21,12 @@ from transformer.model import Transformer
 
 
 DEFAULT_CHECKPOINT = os.path.join("runs", "dates", "model.npz")
-
-
-def on_numpy_twins(main):
-    """Run a viz command on the kernels' numpy twins: it runs the model once or twice on one
-    date, where the Numba kernels gain nothing, while loading them costs ~0.3 s and
-    compiling them on a cold cache 6-7 s (measured: dates-explain 0.7 s vs 7.9 s cold)."""
-    @functools.wraps(main)
-    def on_numpy(argv=None):
-        with minigrad.kernels.use_backend("numpy"):
-            return main(argv)
-    return on_numpy
 UNTRAINED = "untrained model"
+
+# A decorator for the viz commands' mains: run on the kernels' numpy twins. A command runs
+# the model once or twice on one date, where the Numba kernels gain nothing, while loading
+# them costs ~0.3 s and compiling them on a cold cache 6-7 s (dates-explain: 0.7 s vs 7.9 s).
+on_numpy_twins = minigrad.kernels.use_backend("numpy")
 
 
 @dataclass
