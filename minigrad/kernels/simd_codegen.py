@@ -71,7 +71,7 @@ def _load_lanes(builder, pointer, count, fill):
 def _store_lanes(builder, vector, pointer, count):
     """Write the first ``count`` lanes of ``vector`` at ``pointer``: a whole vector in
     one plain store, a part lane by lane (a masked store is microcoded and slow
-    on AMD Zen CPUs: it made every kernel here 1.5-3x slower; docs/kernels.md)."""
+    on AMD Zen CPUs: it made every kernel here 1.5-6x slower; docs/kernels.md)."""
     lane_count, element = vector.type.count, vector.type.element
     alignment = int(element.intrinsic_name[1:]) // 8
     with builder.if_else(_is_whole(builder, count, lane_count)) as (whole, part):
