@@ -13,19 +13,7 @@ import pytest
 from minigrad import kernels
 from minigrad.kernels import matmul_kernels, simd
 
-DTYPES = [np.float32, np.float64]
-TOL = {np.float32: dict(rtol=2e-5, atol=2e-5), np.float64: dict(rtol=1e-12, atol=1e-12)}
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-@pytest.fixture(autouse=True)
-def numba_backend():
-    with kernels.use_backend("numba"):
-        yield
-
-
-def rand(shape, dtype, seed=0):
-    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+from test_kernels import DTYPES, REPO, TOL, numba_backend, rand  # noqa: F401  (numba_backend: an autouse fixture)
 
 
 def heads(batch, length, dtype, seed, num_heads=4, d_k=16):
