@@ -111,7 +111,7 @@ class Adam(Optimizer):
         self._eps_hat = self.eps * math.sqrt(1 - b2 ** self.step_count)
 
     def update_all(self, todo):
-        """The arithmetic (and its plain numpy twin) is kernels.adam_update, run over all
+        """The arithmetic (and its plain numpy twin) is kernels.adam_update_all, run over all
         parameters in one call: per-parameter Python work was a good part of the step."""
         for i in todo:
             if self.m[i] is None:

@@ -368,7 +368,7 @@ def test_adam_update_kernel_matches_numpy_twin(dtype, weight_decay):
     twin = [a.copy() for a in (param, grad, m, v)]
     before = param.copy()
     args = (0.9, 0.98, 1e-3, 1e-9, weight_decay)
-    kernels.adam_update(param, grad, m, v, *args)
+    kernels.adam_update_all([param], [grad], [m], [v], *args)
     kernels.adam_update_numpy(*twin, *args)
     tol = 1e-6 if dtype == np.float32 else 1e-12
     for got, want in zip((param, m, v), (twin[0], twin[2], twin[3])):

@@ -1,4 +1,4 @@
-"""The Adam update, one pass per parameter.
+"""The Adam update, one pass per parameter (the numpy twin takes ~10 passes and temporaries).
 """
 import numpy as np
 
@@ -30,14 +30,9 @@ def _adam_kernel(param, grad, m, v, beta1, beta2, step_size, eps_hat, weight_dec
         param[i] -= step_size * m[i] / (np.sqrt(v[i]) + eps_hat)
 
 
-def adam_update(param, grad, m, v, beta1, beta2, step_size, eps_hat, weight_decay=0.0):
-    """Adam's update of one parameter, in place (the numpy twin takes ~10 passes and temporaries)."""
-    adam_update_all([param], [grad], [m], [v], beta1, beta2, step_size, eps_hat, weight_decay)
-
-
 def adam_update_all(params, grads, ms, vs, beta1, beta2, step_size, eps_hat, weight_decay=0.0):
-    """``adam_update`` for each (param, grad, m, v), with the per-step scalars converted once:
-    the model has ~40 small parameters, so per-call Python work is a good part of the cost."""
+    """Adam's update of each (param, grad, m, v), in place. The scalars are converted once
+    per dtype: the model has ~40 small parameters, so per-call Python work counts."""
     numpy_path = numpy_selected()
     scalars = {}
     for param, grad, m, v in zip(params, grads, ms, vs):

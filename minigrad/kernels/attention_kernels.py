@@ -1,23 +1,10 @@
 """Multi-head scaled dot-product attention in one pass, forward and backward.
 
-What it computes, for every batch item b and head h (D = width / heads):
-
-    S = Q_h K_hᵀ / sqrt(D)          scores (Tq, Tk)
-    S[~allowed] = -inf              masked keys
-    P = softmax(S)                  weights; a row with no allowed key is all 0
-    O_h = P V_h                     this head's slice of the output
-
-Q, K, V and O stay in the projections' own layout, (B, T, heads * D): head h
-is the column block h*D : (h+1)*D, and each (b, h) pair is done while its rows
-sit in L1 (op by op, every step is its own pass over memory, plus copies to split
-and merge the heads). ``transformer.attention`` keeps the step-by-step version,
-the one to read and to draw; the tests check the two agree.
-
-Backward, from the output gradient G (same layout as O):
-
-    dP = G_h V_hᵀ
-    dS = P * (dP - rowsum(P * dP)) / sqrt(D)      softmax backward (masked: P = 0, so dS = 0)
-    dQ_h = dS K_h,   dK_h = dSᵀ Q_h,   dV_h = Pᵀ G_h
+The math, per batch item and head, is in ``minigrad/ops/attention.py``; the step-by-step
+version to read and draw is ``transformer.attention`` (the tests check they agree).
+Q, K, V and O stay in the projections' layout (B, T, heads * D), head h at columns
+h*D : (h+1)*D, and each (batch item, head) is done while its rows sit in L1: op by op,
+every step is a pass over memory, plus copies to split and merge the heads.
 """
 import math
 
@@ -61,13 +48,12 @@ def attention_backward_numpy(grad, q, k, v, weights, num_heads):
 
 
 # ---------------------------------------------------------------- the kernels
-# Work goes 4 query rows at a time, so 4-8 independent FMA chains run side by
-# side (one row alone waits on each FMA's latency; docs/kernels-rows.md has the
-# figures). In the forward, rows past the end repeat the last row.
+# The forward goes 4 query rows at a time: one row alone waits on each step's latency,
+# four independent chains overlap (docs/kernels-rows.md). Past the end, the last row repeats.
 @jit(forceinline=True)
 def _transpose_head(x, b, first_column, out):
-    """out[d, j] = x[b, j, first_column + d]: one head's keys (or values), positions along
-    a row, in lanes x lanes blocks of lane shuffles (LLVM makes slow gathers of a plain loop)."""
+    """out[d, j] = x[b, j, first_column + d]: one head's keys (or values) transposed, in
+    lanes x lanes blocks (a plain loop made the attention 6-10% slower)."""
     depth, length, width = out.shape[0], out.shape[1], x.shape[2]
     source, target, step = flat(x), flat(out), lanes(out)
     base = b * x.shape[1] * width + first_column
@@ -103,12 +89,10 @@ def _exp_in_place(x, j, n, shift, total):
 
 @jit(forceinline=True)
 def _four_masked_softmax_rows(block, m0, m1, m2, m3, scale, p0, p1, p2, p3):
-    """p_r = softmax(block[r] * scale + m_r) for r = 0..3, where the mask rows m_r hold 0 (may
-    attend) or -inf (masked); block is overwritten. The four rows go side by side: one row's
-    max, exp and sum are a chain of dependent steps, and four independent chains overlap
-    (docs/kernels-rows.md). The mask is added as a bias; that differs from replacing the
-    masked scores only where a masked score is NaN or +inf, and then the row comes out NaN:
-    returns True when some row did, and ``attention`` redoes the call with the numpy twin."""
+    """p_r = softmax(block[r] * scale + m_r) for r = 0..3, four rows side by side; the mask
+    rows m_r hold 0 (may attend) or -inf (masked), and block is overwritten. Adding the mask
+    differs from replacing masked scores only for a masked NaN or +inf score, which makes
+    the row NaN: returns True then, and ``attention`` redoes the call with the numpy twin."""
     step, width, zero = lanes(block), block.shape[1], block.dtype.type(0)
     minus_inf, scale_v = block.dtype.type(-np.inf), vsplat(scale)
     x0, x1, x2, x3 = block[0], block[1], block[2], block[3]
@@ -141,10 +125,8 @@ def _four_masked_softmax_rows(block, m0, m1, m2, m3, scale, p0, p1, p2, p3):
 @jit()
 def _attention_kernel(q, k, v, columns, num_heads, bias, bias_strides, out, weights, k_t, block):
     """out (B, Tq, width) and weights (B, heads, Tq, Tk) from q, k, v, whose heads start at
-    columns[0], columns[1], columns[2] (q, k, v may be one array holding several projections).
-    The mask comes as rows of 0 / -inf to add to the scores: row b*sb + h*sh + i*si of
-    ``bias`` for (b, h, i). Scratch: k_t (D, Tk), block (4, Tk). Returns True if a row came
-    out NaN (see above)."""
+    columns[0], [1], [2] (one array may hold several projections). The mask: rows of 0 / -inf,
+    row b*sb + h*sh + i*si of ``bias`` for (b, h, i). Scratch: k_t (D, Tk), block (4, Tk)."""
     batch, q_len, width = out.shape
     k_len, depth = k.shape[1], width // num_heads
     q_col, k_col, v_col = columns
@@ -174,9 +156,8 @@ def _attention_kernel(q, k, v, columns, num_heads, bias, bias_strides, out, weig
 
 @jit()
 def _attention_backward_kernel(grad, q, k, v, columns, weights, num_heads, dq, dk, dv, v_t, d_s):
-    """Writes dq, dk and dv, each at the columns of its input; they may be one array, as q, k,
-    v may be. Per (b, h): dP = G Vᵀ, then dS from it row by row in place, then the three products.
-    Scratch: v_t (D, Tk), d_s (Tq, Tk) for dP, then dS."""
+    """Writes dq, dk and dv at the columns of their inputs (one array may hold all three).
+    Per (b, h): dP = G Vᵀ, dS from it in place, then the three products. Scratch: v_t, d_s."""
     batch, q_len, width = grad.shape
     k_len, depth = k.shape[1], width // num_heads
     q_col, k_col, v_col = columns
@@ -208,9 +189,8 @@ def _kernel_fits(arrays, num_heads, width, columns):
 
 
 def _mask_as_bias(allowed, weights_shape, dtype):
-    """The mask as rows of 0 (may attend) / -inf (masked) to add to the scores, without
-    expanding its broadcast axes: returns (rows (R, Tk), (sb, sh, si)) such that the row of
-    (b, h, i) is b*sb + h*sh + i*si."""
+    """The mask as rows of 0 (may attend) / -inf (masked) to add to the scores, its broadcast
+    axes not expanded: (rows (R, Tk), (sb, sh, si)), the row of (b, h, i) at b*sb + h*sh + i*si."""
     k_len = weights_shape[-1]
     allowed = np.asarray(allowed)
     allowed = allowed.reshape((1,) * (4 - allowed.ndim) + allowed.shape)
@@ -227,10 +207,9 @@ def _columns(x, first, width):
 def attention(q, k, v, allowed, num_heads, width=None, columns=(0, 0, 0)):
     """(output (B, Tq, width), weights (B, heads, Tq, Tk)) of multi-head attention.
 
-    q (B, Tq, *), k and v (B, Tk, *): the heads of q are its columns
-    columns[0] : columns[0] + width (width defaults to q's last dimension), and so
-    on for k and v, so one array may hold several projections side by side.
-    allowed: bool, broadcastable to (B, heads, Tq, Tk)."""
+    q (B, Tq, *), k and v (B, Tk, *): q's heads are its columns columns[0] : columns[0] + width
+    (width: q's last dimension by default), and so on for k and v, so one array may hold
+    several projections side by side. allowed: bool, broadcastable to (B, heads, Tq, Tk)."""
     width = q.shape[2] - columns[0] if width is None else width
     if numpy_selected() or not _kernel_fits((q, k, v), num_heads, width, columns):
         return attention_numpy(*(_columns(x, c, width) for x, c in zip((q, k, v), columns)), allowed, num_heads)
@@ -246,9 +225,8 @@ def attention(q, k, v, allowed, num_heads, width=None, columns=(0, 0, 0)):
 
 
 def attention_backward(grad, q, k, v, weights, num_heads, dq, dk, dv, columns=(0, 0, 0)):
-    """Writes dq, dk and dv from the output gradient and the forward's saved weights, each at
-    the columns its input came from (see ``attention``); they may be one array when q, k, v
-    are, with column blocks that do not overlap."""
+    """Writes dq, dk and dv from the output gradient and the forward's weights, each at the
+    columns its input came from (see ``attention``); one array if their columns do not overlap."""
     width = grad.shape[2]
     outputs = ((dq, columns[0]), (dk, columns[1]), (dv, columns[2]))
     if any(x is y and abs(a - b) < width for i, (x, a) in enumerate(outputs) for y, b in outputs[i + 1:]):

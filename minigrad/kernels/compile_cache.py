@@ -1,21 +1,13 @@
 """Is Numba's on-disk cache warm for the kernels the model uses? And filling it, two at a time.
 
-``cache_is_cold()`` lets a command print "compiling kernels, first run only: ~N s" only
-when that is true: it asks each kernel's cache index (the ``.nbi`` file beside the
-source, or under ``NUMBA_CACHE_DIR``) for compiled code that Numba would load for this
-source, Numba version, CPU and dtype. It reads Numba's cache classes (``numba.core.caching``),
-so it answers "cold" whenever it cannot tell.
-
-``compile_training_kernels()`` fills a cold cache for a training run on two cores at
-once: Numba compiles one function at a time per process (a global lock), so a child
-process compiles the smaller kernels while this one compiles the fused attention's
-forward (the largest, about half the time); then each kernel's first call here loads
-the child's code from the cache.
-
-Numba checks only a kernel's own file when it loads cached code, so a change to a
-helper in another file (``simd.py``, say) would leave every kernel that inlines it
-running its old code. The cache folder therefore records a hash of all the files in
-this package, and when they differ the kernels' cache indexes are dropped at import.
+``cache_is_cold()`` asks each kernel's cache index for code Numba would load here (this
+source, Numba version, CPU, dtype), so a command says "compiling kernels" only when it will.
+``compile_training_kernels()`` compiles on two cores: Numba compiles one function at a time
+per process, so a child process writes the cache for the smaller kernels while this one
+compiles the fused attention's forward (about half the time).
+Numba checks only a kernel's own file before loading its cached code, and every kernel
+inlines ``simd.py``: so the cache folder records a hash of this package's files, and the
+cache indexes are dropped at import when the hash differs.
 """
 import glob
 import hashlib
@@ -76,8 +68,7 @@ def _compile_attention_forward(dtype):
 
 
 def _compile_the_rest(dtype):
-    """One small call of every other training kernel, with the argument types a model passes
-    (C-contiguous arrays of ``dtype``, scalars of ``dtype``, Python ints)."""
+    """One small call of every other training kernel, with the argument types a model passes."""
     x = np.zeros((1, 2, 8), dtype)
     out, weights = attention_kernels.attention_numpy(x, x, x, True, 2)
     attention_kernels.attention_backward(out, x, x, x, weights, 2, x.copy(), x.copy(), x.copy())
@@ -86,14 +77,12 @@ def _compile_the_rest(dtype):
     layer_norm_kernels.layer_norm_backward(rows, rows, vector, mean, rstd)
     softmax_kernels.log_softmax(rows)
     relu_kernels.relu_backward(relu_kernels.relu(rows), rows)
-    adam_kernel.adam_update(vector.copy(), vector, vector.copy(), vector.copy(), 0.9, 0.98, 1e-3, 1e-9)
+    adam_kernel.adam_update_all([vector.copy()], [vector], [vector.copy()], [vector.copy()], 0.9, 0.98, 1e-3, 1e-9)
 
 
 def compile_training_kernels(dtype=np.float32):
-    """Compile what a training step runs, on two cores: the fused attention's forward here and
-    the rest in a child process that writes Numba's on-disk cache (only worth it when
-    ``cache_is_cold()``). Without a disk cache, or if the child fails, each kernel still
-    compiles on its first call here."""
+    """Compile what a training step runs: the fused attention's forward here, the rest in a
+    child process that writes Numba's cache (if it fails, each kernel compiles on first call)."""
     if _disk_cache(attention_kernels._attention_kernel) is None:
         return
     package_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

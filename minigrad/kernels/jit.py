@@ -5,21 +5,14 @@ import numba
 
 
 def jit(**options):
-    """``numba.njit(cache=True, error_model="numpy", _nrt=False, **options)``, cache optional.
+    """``numba.njit(cache=True, error_model="numpy", _nrt=False, **options)``.
 
-    The cache makes a fresh process load compiled machine code instead of
-    compiling again (seconds). No cache (compile in memory on first call):
-    - under ``MINIGRAD_VECTOR_BYTES`` (a vector width forced for an experiment):
-      the width is compiled into the code but is not part of Numba's cache key,
-      so cached code of another width would be loaded silently;
-    - where Numba finds no writable cache directory (``RuntimeError: cannot
-      cache function ...``, e.g. a read-only install without NUMBA_CACHE_DIR).
-    error_model="numpy": float division by zero gives inf/nan, no exception.
-    _nrt=False: no reference counting. Every row view (``x[b, i]``) in a kernel
-    otherwise costs two atomic updates of its array's count, and the short rows
-    here made that a third of the fused attention's time (docs/kernels.md). So a
-    kernel must not allocate (its caller passes outputs and scratch) or return a
-    new array; its views live no longer than the call, and its arguments outlive it.
+    cache: a fresh process loads compiled code instead of compiling again (seconds). Not
+    under ``MINIGRAD_VECTOR_BYTES`` (the width is not part of Numba's cache key), nor where
+    Numba finds no writable cache directory. error_model="numpy": x / 0 gives inf or nan.
+    _nrt=False: no reference counting, whose atomic updates for every row view cost a
+    third of the fused attention's time; so a kernel allocates nothing (its caller
+    passes outputs and scratch) and returns no new array.
     """
     options = {"error_model": "numpy", "_nrt": False, **options}
 

@@ -1,11 +1,9 @@
 """Batched matrix product: a Numba kernel for batches of small matrices, BLAS for the rest.
 
-``matmul(a, b)`` is ``a @ b`` with numpy's broadcasting rules. Attention run op by op
-multiplies hundreds of tiny matrices per call (128 sentences x 4 heads, 12-19 positions,
-16 features per head), where ``np.matmul`` calls BLAS once per matrix; the kernel does the
-batch in one call, reading the strided head views in place. ``_use_numba_matmul`` picks
-the shapes; ``matmul_loops`` is the kernel as plain loops. Its 4-row tile also serves the
-fused attention. Measurements: docs/kernels.md.
+``matmul(a, b)`` is ``a @ b`` with numpy's broadcasting. Attention run op by op multiplies
+hundreds of tiny matrices per call (128 sentences x 4 heads, 12-19 positions, 16 features),
+where ``np.matmul`` calls BLAS once per matrix; the kernel does the batch in one call,
+reading the strided head views in place. ``matmul_loops`` is the kernel as plain loops.
 """
 import functools
 import math
@@ -22,11 +20,9 @@ def matmul_numpy(a, b):
     return np.matmul(a, b)
 
 
-# How the kernel sees its operands: each one as a flat 1-D array over its memory,
-# plus where each matrix starts (``*_items``, one offset per output item, so
-# broadcast batches just repeat offsets) and its row and column strides in
-# elements:  A_p[i, k] = a[a_items[p] + i * a_row + k * a_col]; B's rows are
-# contiguous: B_p[k, j] = b[b_items[p] + k * b_row + j].
+# The kernel sees each operand as a flat array over its memory, where each matrix starts
+# (one offset per output item: a broadcast batch repeats offsets) and its strides in elements:
+# A_p[i, k] = a[a_items[p] + i * a_row + k * a_col], B_p[k, j] = b[b_items[p] + k * b_row + j].
 def matmul_loops(a, a_items, a_row, a_col, b, b_items, b_row, out, K):
     """What the kernel computes, as plain loops: out[p, i, j] = sum over k of A_p[i, k] * B_p[k, j]."""
     items, M, N = out.shape
@@ -41,12 +37,11 @@ def matmul_loops(a, a_items, a_row, a_col, b, b_items, b_row, out, K):
 
 @jit(forceinline=True)
 def four_rows_times(a, a_rows, a_col, b, b_start, b_row, c, c_rows, N, K):
-    """Four rows of a matrix product, on flat arrays: for r < 4 and j < N,
+    """Four rows of a product on flat arrays: for r < 4 and j < N,
     c[c_rows[r] + j] = sum over k < K of a[a_rows[r] + k * a_col] * b[b_start + k * b_row + j].
 
-    A tile is 4 rows x 2 vectors of columns: its 8 sums stay in registers while k runs;
-    per k, two vectors from row k of B (contiguous) and one element of A per row,
-    broadcast, give 8 FMAs. Columns past N are masked off (vload/vstore clip to their count)."""
+    A tile is 4 rows x 2 vectors of columns, its 8 sums in registers while k runs: per k,
+    two vectors of B's row k and one broadcast element of A per row give 8 FMAs."""
     step, zero = lanes(c), c.dtype.type(0)
     for j in range(0, N, 2 * step):
         n_lo, n_hi = N - j, N - j - step  # columns left for each vector (<= 0: none)
@@ -69,10 +64,9 @@ def four_rows_times(a, a_rows, a_col, b, b_start, b_row, c, c_rows, N, K):
 
 @jit(forceinline=True)
 def rows_times(a, a_start, a_row, a_col, b, b_start, b_row, c, c_start, c_row, M, N, K):
-    """C = A @ B for one (M, K) @ (K, N) product on flat arrays: A[i, k] = a[a_start + i * a_row
-    + k * a_col], B[k, j] = b[b_start + k * b_row + j], C[i, j] = c[c_start + i * c_row + j].
-    Rows go 4 at a time; the last group is moved up to end at row M - 1 (a few rows are
-    computed twice, same value) and for M < 4 the last row repeats."""
+    """C = A @ B, (M, K) @ (K, N), on flat arrays: A[i, k] = a[a_start + i * a_row + k * a_col],
+    B[k, j] = b[b_start + k * b_row + j], C[i, j] = c[c_start + i * c_row + j]. Rows go 4 at a
+    time; the last group ends at row M - 1 (some rows computed twice); M < 4 repeats the last."""
     last = M - 1
     for i0 in range(0, M, 4):
         i = max(min(i0, M - 4), 0)
@@ -93,9 +87,8 @@ def _matmul_kernel(a, a_items, a_row, a_col, b, b_items, b_row, out, K):
 
 
 def _use_numba_matmul(a, b):
-    """THE dispatch rule, the Numba kernel where it measured faster than np.matmul: a batch of
-    at least 64 float matrices, 12 to 32 rows, K <= 32, N a whole number of tiles up to 32,
-    B's rows contiguous (op by op: attention's P @ V, dS @ K and P^T @ g at 12 and 19 positions)."""
+    """The kernel where it measured faster than np.matmul: >= 64 float matrices of 12 to 32 rows,
+    K <= 32, N whole tiles up to 32, B's rows contiguous (op-by-op attention's P @ V, dS @ K, Pᵀ @ G)."""
     if a.ndim < 3 or b.ndim < 3 or a.dtype != b.dtype or a.dtype.char not in "fd":
         return False
     (M, K), (K_b, N) = a.shape[-2:], b.shape[-2:]
@@ -104,9 +97,8 @@ def _use_numba_matmul(a, b):
 
 
 def _memory(x):
-    """(flat, row, col, batch): x's memory as a 1-D read-only array that starts at
-    x's first element, and x's row, column and batch strides in elements. Views
-    with negative or odd strides are copied first."""
+    """(flat, row, col, batch): x's memory as a read-only 1-D array from its first element,
+    and its strides in elements (views with negative or odd strides are copied first)."""
     size = x.itemsize
     if any(s < 0 or s % size for s in x.strides):
         x = np.ascontiguousarray(x)
@@ -140,8 +132,7 @@ def matmul(a, b):
 
 
 def _matmul_batched(a, b, kernel=_matmul_kernel):
-    """``a @ b`` by ``kernel`` (or by ``matmul_loops``, for the tests): the operands'
-    memory, strides and per-item offsets in, a fresh C-contiguous result out
+    """``a @ b`` by ``kernel`` (``matmul_loops`` in the tests) into a fresh C-contiguous array
     (operands without empty dimensions)."""
     if b.strides[-1] != b.itemsize:
         b = np.ascontiguousarray(b)  # the kernel reads rows of B

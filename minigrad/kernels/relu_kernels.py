@@ -1,7 +1,6 @@
-"""ReLU forward and backward in one pass each (numpy's twins take extra passes: a NaN check
-in ``np.maximum``, a boolean temporary in the backward; docs/kernels-rows.md). LLVM
-vectorises these loops by itself: they are long and branch-free (a select).
-NaN behaves as in numpy: ``max(NaN, 0)`` is NaN, and a NaN output passes no gradient.
+"""ReLU forward and backward in one pass each: numpy's take extra passes (a NaN check in
+``np.maximum``, a boolean temporary in the backward). The loops are long and branch-free,
+so LLVM vectorises them. NaN as in numpy: relu(NaN) is NaN and passes no gradient.
 """
 import numpy as np
 
@@ -35,8 +34,7 @@ def _relu_backward_kernel(out, grad, dx):
 
 
 def _fits(*arrays):
-    """The row kernels' test (one float dtype, equal shapes, not empty), and contiguous:
-    the loops run over the flat memory."""
+    """The row kernels' test, and contiguous: the loops run over the flat memory."""
     return kernel_fits(*arrays) and all(a.flags.c_contiguous for a in arrays)
 
 

@@ -1,18 +1,11 @@
 """A tiny SIMD vocabulary for Numba kernels, and a vector exp built from it.
 
-A "vector" is one register: 8 float32 / 4 float64 lanes with AVX2, 16 / 8 with
-AVX-512. The rows here are short (12-19 attention positions, 16 features per
-head); Numba's auto-vectoriser only starts its vector loop at 32 elements, so a
-plain loop over such a row runs scalar. ``vload(row, j, n, fill)`` reads
-``row[j:j+n]`` (n may exceed the lane count; missing lanes get ``fill``), so a
-row of 19 is three vector steps, the last one masked.
-
-Every helper below is a plain Python function on small numpy arrays: that is
-what runs under ``NUMBA_DISABLE_JIT=1``, and what each one means. How Numba
-compiles them (a vector type and one LLVM snippet per helper) is in
-``simd_codegen.py``, which a reader may skip.
-
-``MINIGRAD_VECTOR_BYTES=32`` (or 16, 64) forces another vector width, for experiments.
+A "vector" is one register: 8 float32 / 4 float64 lanes with AVX2, 16 / 8 with AVX-512.
+The model's rows are short (12-19 attention positions, 16 features per head) and Numba's
+auto-vectoriser leaves such loops scalar; ``vload(row, j, n, fill)`` reads ``row[j:j+n]``
+as one vector (lanes past n hold ``fill``), so a row of 19 is three vector steps.
+Each helper is a plain Python function on small arrays: what it means, and what runs under
+``NUMBA_DISABLE_JIT=1``. ``simd_codegen.py`` (skip it) tells Numba how to compile them.
 """
 import os
 
@@ -21,10 +14,9 @@ import numpy as np
 
 
 def _vector_bytes():
-    """Bytes per vector: 64 where Numba compiles for AVX-512, else 32 (AVX2, as on
-    most CPUs; a 512-bit vector would be split in two there). docs/kernels.md
-    has the measurements."""
-    if os.environ.get("MINIGRAD_VECTOR_BYTES") in ("16", "32", "64"):  # override, for experiments
+    """Bytes per vector: 64 where Numba compiles for AVX-512, else 32 (AVX2, as on most CPUs).
+    ``MINIGRAD_VECTOR_BYTES=16``, 32 or 64 forces a width, for experiments."""
+    if os.environ.get("MINIGRAD_VECTOR_BYTES") in ("16", "32", "64"):
         return int(os.environ["MINIGRAD_VECTOR_BYTES"])
     features = numba.config.CPU_FEATURES
     if features is None:
@@ -58,18 +50,15 @@ def vstore(row, start, count, vector):
 
 
 def vbroadcast(row, index):
-    """``vsplat(row[index])`` for ``index >= 0``. Compiled, it is one broadcast
-    load that folds into the FMA using it (a plain ``row[index]`` carries a
-    negative-index check that prevents that)."""
+    """``vsplat(row[index])`` for ``index >= 0``: compiled, one broadcast load that folds into
+    the FMA using it (``row[index]`` carries a negative-index check that prevents that)."""
     return vsplat(row[index])
 
 
 def vtranspose(src, start, stride, rows, cols, dst, dst_start, dst_stride):
-    """Copy a block of up to lanes x lanes elements, transposed:
-    ``dst[dst_start + c * dst_stride + r] = src[start + r * stride + c]`` for
-    r < rows, c < cols (both clipped to the lane count). Compiled: one
-    (masked) vector load per row, a network of lane shuffles, one (masked)
-    vector store per column (not LLVM's slow gathers)."""
+    """``dst[dst_start + c * dst_stride + r] = src[start + r * stride + c]`` for r < rows and
+    c < cols (both clipped to the lane count): a block transposed. Compiled: one vector load
+    per row, lane shuffles, one vector store per column (a plain loop became slow gathers)."""
     rows, cols = max(0, min(rows, lanes(src))), max(0, min(cols, lanes(src)))
     for r in range(rows):
         for c in range(cols):
@@ -77,10 +66,8 @@ def vtranspose(src, start, stride, rows, cols, dst, dst_start, dst_stride):
 
 
 def flat(array):
-    """The elements of a C-contiguous array as a 1-D array (a view, no copy),
-    for kernels that address a batch of matrices by element offsets. Compiled,
-    the view is borrowed (no reference counting), so it must not outlive the
-    call; a kernel's arguments outlive the kernel."""
+    """A C-contiguous array's elements as a 1-D view, for kernels that address matrices by
+    element offsets (compiled: a borrowed view, cheaper than ``reshape(-1)``)."""
     return array.reshape(-1)
 
 
@@ -104,9 +91,8 @@ def vfloor(a):
 
 
 def vpow2(n):
-    """2**n for whole numbers n, built straight from the exponent bits. n is
-    clipped to the exponent range (NaN counts as 0); the bottom of the range
-    (-127 for float32, -1023 for float64) has all exponent bits 0, so gives 0."""
+    """2**n for whole numbers n, from the exponent bits. n is clipped to the exponent range
+    (NaN counts as 0); its bottom (-127 / -1023) has all exponent bits 0, so gives 0."""
     if n.dtype == np.float32:
         n = np.clip(np.nan_to_num(n, nan=0.0), -127, 127)
         return ((n.astype(np.int32) + np.int32(127)) << np.int32(23)).view(np.float32)
@@ -168,5 +154,4 @@ def exp_nonpositive(t):
     return _exp_nonpositive_f32(t) if t.dtype == np.float32 else _exp_nonpositive_f64(t)
 
 
-from . import simd_codegen  # noqa: E402  (teaches Numba the functions above)
-from .simd_codegen import VectorType  # noqa: E402,F401  (kernels cached before the split look for it here)
+from . import simd_codegen  # noqa: E402,F401  (teaches Numba the functions above)

@@ -1,11 +1,9 @@
 """How Numba compiles the SIMD vocabulary of ``simd.py`` (a reader may skip this file).
 
-A Numba type for vectors, stored as an LLVM vector such as ``<8 x float>``,
-and for each helper of ``simd.py`` its typing and a codegen that emits a few LLVM
-instructions (loads, stores, shuffles, ``llvm.fmuladd``), registered by
-``_compiles_to`` as what a kernel's call of the helper compiles to.
-``+``, ``-`` and ``*`` work on vectors, and on a vector with a scalar of the
-same dtype. Needs llvmlite >= 0.45 (opaque pointers, ``.p0`` intrinsic names).
+A Numba type for vectors (an LLVM vector such as ``<8 x float>``) and, for each helper of
+``simd.py``, its typing and the few LLVM instructions a kernel's call of it compiles to.
+``+``, ``-`` and ``*`` work on vectors, and on a vector with a scalar of the same dtype.
+Needs llvmlite >= 0.45 (opaque pointers, ``.p0`` intrinsic names).
 """
 import operator
 
@@ -47,9 +45,8 @@ def _row_pointer(context, builder, row_type, row, start):
 
 
 def _load_lanes(builder, pointer, count, fill):
-    """The vector at ``pointer`` (the element type's pointer); lanes at or past
-    ``count`` hold ``fill``'s. A whole vector is one plain load; a part one
-    masked load, which reads nothing past ``count``."""
+    """The vector at ``pointer``, lanes at or past ``count`` from ``fill``: a whole vector is
+    one plain load, a part one masked load (which reads nothing past ``count``)."""
     lane_count, element = fill.type.count, fill.type.element
     alignment = int(element.intrinsic_name[1:]) // 8  # "f32" -> 4 bytes
     with builder.if_else(_is_whole(builder, count, lane_count)) as (whole, part):
@@ -69,9 +66,8 @@ def _load_lanes(builder, pointer, count, fill):
 
 
 def _store_lanes(builder, vector, pointer, count):
-    """Write the first ``count`` lanes of ``vector`` at ``pointer``: a whole vector in
-    one plain store, a part lane by lane (a masked store is microcoded and slow
-    on AMD Zen CPUs: it made every kernel here 1.5-6x slower; docs/kernels.md)."""
+    """Write the first ``count`` lanes of ``vector`` at ``pointer``: a whole vector in one
+    plain store, a part lane by lane (AMD Zen microcodes masked stores: 1.5-6x slower)."""
     lane_count, element = vector.type.count, vector.type.element
     alignment = int(element.intrinsic_name[1:]) // 8
     with builder.if_else(_is_whole(builder, count, lane_count)) as (whole, part):
@@ -129,10 +125,9 @@ def _same_vectors(*args):
 
 
 def _compiles_to(helper, accepts, needs):
-    """Teach Numba a call of the plain-Python ``helper`` (simd.py). The decorated function
-    takes the argument types and returns (signature, codegen), as an ``@intrinsic`` does, for
-    the types ``accepts`` takes (others: a TypingError that says what the helper needs); the
-    codegen emits its LLVM right inside the calling kernel, with no wrapper to compile."""
+    """Teach Numba a call of the plain-Python ``helper``: the decorated function maps argument
+    types to (signature, codegen), as an ``@intrinsic`` does, and the codegen emits its LLVM
+    inside the calling kernel. Types ``accepts`` refuses: a TypingError naming ``needs``."""
     def register(typing):
         @infer_global(helper)
         class _HelperTemplate(AbstractTemplate):
@@ -188,10 +183,8 @@ def _vbroadcast_ir(row, index):
 
 
 def _transpose_vectors(builder, vectors):
-    """Transpose a square of n vectors of n lanes (n a power of 2): log2(n)
-    rounds of two-input shuffles; round h swaps, within each pair of vectors
-    (r, r + h), the lanes c of vector r that have bit h set with the lanes c - h
-    of vector r + h (the off-diagonal blocks of size h)."""
+    """Transpose n vectors of n lanes (n a power of 2) in log2(n) rounds of shuffles: round h
+    swaps the off-diagonal h x h blocks of each pair of vectors (r, r + h)."""
     n = len(vectors)
     vectors = list(vectors)
     h = n // 2
@@ -258,8 +251,8 @@ def _vector_function(builder, name, vector):  # LLVM's llvm.<name>.v8f32 (and so
 
 
 def _pow2(builder, n):
-    """2**n from the exponent bits. n is first clipped into the exponent range (NaN -> 0):
-    then the plain float-to-int conversion is defined and stays one vector instruction."""
+    """2**n from the exponent bits; n is clipped first (NaN -> 0), so the float-to-int
+    conversion is defined and stays one vector instruction."""
     float_type, lane_count = n.type, n.type.count
     mantissa_bits, bias = (23, 127) if float_type.element == ir.FloatType() else (52, 1023)
     int_type = ir.VectorType(ir.IntType(64 if bias == 1023 else 32), lane_count)
@@ -290,8 +283,7 @@ _lanewise(hmax, lambda b, x: _halving_reduction(b, x, _select_max(b)), "a vector
 
 
 def _install_vector_operator(operator_function, emit):
-    """Make ``+``, ``-``, ``*`` work on vectors, and on a vector with a scalar of
-    the same dtype (a scalar of another dtype is a typing error: no silent upcast)."""
+    """``+``, ``-``, ``*`` on vectors, and on a vector and a scalar of its dtype (no upcast)."""
     @infer_global(operator_function)
     class _VectorOperator(AbstractTemplate):
         def generic(self, args, kws):

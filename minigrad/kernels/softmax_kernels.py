@@ -1,14 +1,9 @@
-"""Softmax and log-softmax over the last axis, with their backwards.
+"""Softmax and log-softmax over the last axis, with their backwards (math: ``ops/softmax.py``).
 
-Same rules as the numpy twins, kernel and twin alike:
-- subtract the row max before exp, so exp never overflows;
-- a row of all -inf (a fully masked attention row): softmax gives zeros, log-softmax -inf,
-  and the backward passes no gradient;
-- a NaN anywhere in a row makes the whole row NaN (as numpy's max does): a diverging
-  run must not look healthy. No fastmath, so inf and NaN keep their meaning;
-- log-softmax is ``(x - max) - log(sum)``, never ``x - (max + log(sum))``: the first
-  subtraction is exact near the max, so float32 results are accurate to their own
-  rounding even for logits of 1e6 (``max + log(sum)`` would round at the logits' scale).
+Kernel and twin alike: the row max is subtracted before exp; a row of all -inf (fully
+masked) gives zeros from softmax, -inf from log-softmax, and no gradient; a NaN makes its
+whole row NaN (no fastmath). Log-softmax is ``(x - max) - log(sum)``: the first subtraction
+is exact near the max, so float32 keeps its precision even for logits of 1e6.
 """
 import numpy as np
 
@@ -53,8 +48,8 @@ def log_softmax_backward_numpy(y, grad):
 # ------------------------------------------------------------------ row helpers (also used by attention)
 @jit(forceinline=True)
 def softmax_shift(row):
-    """What to subtract before exp: the row's max, or 0 when it is -inf (``_shift_numpy``).
-    The vector max may drop a NaN; then exp(NaN - shift) puts it back into the sum."""
+    """The row's max, or 0 when it is -inf (``_shift_numpy``). The vector max may drop a NaN;
+    exp(NaN - shift) then puts it back into the sum."""
     step, width = lanes(row), row.shape[0]
     minus_inf = row.dtype.type(-np.inf)
     peak = vsplat(minus_inf)
@@ -150,7 +145,6 @@ def log_softmax(x):
 
 
 def log_softmax_backward(y, grad):
-    """Gradient of log-softmax: y is the forward output, grad the output gradient. Always
-    the numpy twin: the model never runs it (cross-entropy has its own backward), so a
-    kernel here would be lines without a measured gain."""
+    """Gradient of log-softmax from its output y. Always the numpy twin: the model never runs
+    it (cross-entropy has its own backward), so a kernel would have no measured gain."""
     return log_softmax_backward_numpy(y, grad)
