@@ -12,9 +12,9 @@ import numpy as np
 
 from .backend import numpy_selected, use_backend
 from .jit import jit
-from .simd import exp_nonpositive, flat, hmax, hsum, lanes, vbroadcast, vfma, vload, vmax, vsplat, vstore, vtranspose
+from .simd import flat
 from .matmul_kernels import four_rows_times, rows_times
-from .softmax_kernels import softmax_backward_row, softmax_numpy
+from .softmax_kernels import four_softmax_rows, softmax_backward_row, softmax_numpy
 
 
 # ---------------------------------------------------------------- numpy twins
@@ -52,15 +52,10 @@ def attention_backward_numpy(grad, q, k, v, weights, num_heads):
 # four independent chains overlap (docs/kernels-rows.md). Past the end, the last row repeats.
 @jit(forceinline=True)
 def _transpose_head(x, b, first_column, out):
-    """out[d, j] = x[b, j, first_column + d]: one head's keys (or values) transposed, in
-    lanes x lanes blocks (a plain loop made the attention 6-10% slower)."""
-    depth, length, width = out.shape[0], out.shape[1], x.shape[2]
-    source, target, step = flat(x), flat(out), lanes(out)
-    base = b * x.shape[1] * width + first_column
-    for j0 in range(0, length, step):
-        for d0 in range(0, depth, step):
-            vtranspose(source, base + j0 * width + d0, width, length - j0, depth - d0,
-                       target, d0 * length + j0, length)
+    """out[d, j] = x[b, j, first_column + d]: one head's keys (or values), positions along a row."""
+    for d in range(out.shape[0]):
+        for j in range(out.shape[1]):
+            out[d, j] = x[b, j, first_column + d]
 
 
 @jit(forceinline=True)
@@ -70,70 +65,20 @@ def _starts(first_row, rows, width, column):
             (first_row + rows[2]) * width + column, (first_row + rows[3]) * width + column)
 
 
-@jit(forceinline=True)
-def _scores_and_max(x, mask_row, j, n, scale_v, peak):
-    """x[j:j+n] = x[j:j+n] * scale + mask_row[j:j+n] in place; returns peak updated with their max."""
-    minus_inf = x.dtype.type(-np.inf)
-    scores = vfma(vload(mask_row, j, n, minus_inf), vload(x, j, n, x.dtype.type(0)), scale_v)
-    vstore(x, j, n, scores)
-    return vmax(peak, scores)
-
-
-@jit(forceinline=True)
-def _exp_in_place(x, j, n, shift, total):
-    """x[j:j+n] = exp(x[j:j+n] - shift); returns total plus them (padding lanes add exp(-inf) = 0)."""
-    e = exp_nonpositive(vload(x, j, n, x.dtype.type(-np.inf)) - shift)
-    vstore(x, j, n, e)
-    return total + e
-
-
-@jit(forceinline=True)
-def _four_masked_softmax_rows(block, m0, m1, m2, m3, scale, p0, p1, p2, p3):
-    """p_r = softmax(block[r] * scale + m_r) for r = 0..3, four rows side by side; the mask
-    rows m_r hold 0 (may attend) or -inf (masked), and block is overwritten. Adding the mask
-    differs from replacing masked scores only for a masked NaN or +inf score, which makes
-    the row NaN: returns True then, and ``attention`` redoes the call with the numpy twin."""
-    step, width, zero = lanes(block), block.shape[1], block.dtype.type(0)
-    minus_inf, scale_v = block.dtype.type(-np.inf), vsplat(scale)
-    x0, x1, x2, x3 = block[0], block[1], block[2], block[3]
-    a0 = a1 = a2 = a3 = vsplat(minus_inf)
-    for j in range(0, width, step):
-        n = width - j
-        a0, a1 = _scores_and_max(x0, m0, j, n, scale_v, a0), _scores_and_max(x1, m1, j, n, scale_v, a1)
-        a2, a3 = _scores_and_max(x2, m2, j, n, scale_v, a2), _scores_and_max(x3, m3, j, n, scale_v, a3)
-    s0, s1, s2, s3 = hmax(a0), hmax(a1), hmax(a2), hmax(a3)  # shift by the max, or by 0 for an all -inf row
-    s0, s1 = (zero if s0 == minus_inf else s0), (zero if s1 == minus_inf else s1)
-    s2, s3 = (zero if s2 == minus_inf else s2), (zero if s3 == minus_inf else s3)
-    t0 = t1 = t2 = t3 = vsplat(zero)
-    for j in range(0, width, step):
-        n = width - j
-        t0, t1 = _exp_in_place(x0, j, n, s0, t0), _exp_in_place(x1, j, n, s1, t1)
-        t2, t3 = _exp_in_place(x2, j, n, s2, t2), _exp_in_place(x3, j, n, s3, t3)
-    t0, t1, t2, t3 = hsum(t0), hsum(t1), hsum(t2), hsum(t3)
-    one = block.dtype.type(1)
-    t0, t1 = (one / t0 if t0 != zero else zero), (one / t1 if t1 != zero else zero)  # all -inf: 0 * 0
-    t2, t3 = (one / t2 if t2 != zero else zero), (one / t3 if t3 != zero else zero)
-    for j in range(0, width, step):
-        n = width - j
-        vstore(p0, j, n, vload(x0, j, n, zero) * t0)
-        vstore(p1, j, n, vload(x1, j, n, zero) * t1)
-        vstore(p2, j, n, vload(x2, j, n, zero) * t2)
-        vstore(p3, j, n, vload(x3, j, n, zero) * t3)
-    return t0 != t0 or t1 != t1 or t2 != t2 or t3 != t3  # NaN: some row needs the exact path
-
-
 @jit()
 def _attention_kernel(q, k, v, columns, num_heads, bias, bias_strides, out, weights, k_t, block):
     """out (B, Tq, width) and weights (B, heads, Tq, Tk) from q, k, v, whose heads start at
     columns[0], [1], [2] (one array may hold several projections). The mask: rows of 0 / -inf,
-    row b*sb + h*sh + i*si of ``bias`` for (b, h, i). Scratch: k_t (D, Tk), block (4, Tk)."""
+    row b*sb + h*sh + i*si of ``bias`` for (b, h, i). Scratch: k_t (D, Tk), block (4, Tk).
+    Returns True when a row came out NaN (``four_softmax_rows``)."""
     batch, q_len, width = out.shape
     k_len, depth = k.shape[1], width // num_heads
     q_col, k_col, v_col = columns
     sb, sh, si = bias_strides
     scale = q.dtype.type(1 / np.sqrt(depth))
     start, one = np.intp(0), np.intp(1)  # typed like the computed offsets: each helper compiles once
-    block_rows = (start, k_len, 2 * k_len, 3 * k_len)
+    block_rows = (start, k_len, 2 * k_len, 3 * k_len)  # where block's rows start in flat(block)
+    block_index = (start, one, np.intp(2), np.intp(3))
     any_nan = False
     for b in range(batch):
         for h in range(num_heads):
@@ -145,9 +90,8 @@ def _attention_kernel(q, k, v, columns, num_heads, bias, bias_strides, out, weig
                 four_rows_times(flat(q), _starts(b * q_len, rows, q.shape[2], q_col + c), one,
                                 flat(k_t), start, k_len, flat(block), block_rows, k_len, depth)
                 m = b * sb + h * sh
-                any_nan |= _four_masked_softmax_rows(block, bias[m + rows[0] * si], bias[m + rows[1] * si],
-                                                     bias[m + rows[2] * si], bias[m + rows[3] * si], scale,
-                                                     p[rows[0]], p[rows[1]], p[rows[2]], p[rows[3]])
+                bias_rows = (m + rows[0] * si, m + rows[1] * si, m + rows[2] * si, m + rows[3] * si)
+                any_nan |= four_softmax_rows(block, block_index, bias, bias_rows, scale, block, p, rows, False)
                 four_rows_times(flat(weights), _starts((b * num_heads + h) * q_len, rows, k_len, start), one,
                                 flat(v), b * k_len * v.shape[2] + v_col + c, v.shape[2],
                                 flat(out), _starts(b * q_len, rows, width, c), depth, k_len)

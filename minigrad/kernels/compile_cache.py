@@ -24,7 +24,7 @@ from . import adam_kernel, attention_kernels, layer_norm_kernels, relu_kernels, 
 FORWARD_KERNELS = (attention_kernels._attention_kernel, layer_norm_kernels._layer_norm_kernel,
                    relu_kernels._relu_kernel)
 # ... and what a training step adds (cross-entropy's log-softmax, the backwards, Adam).
-TRAINING_KERNELS = FORWARD_KERNELS + (softmax_kernels._log_softmax_kernel, attention_kernels._attention_backward_kernel,
+TRAINING_KERNELS = FORWARD_KERNELS + (softmax_kernels._softmax_kernel, attention_kernels._attention_backward_kernel,
                                       layer_norm_kernels._layer_norm_backward_kernel,
                                       relu_kernels._relu_backward_kernel, adam_kernel._adam_kernel)
 

@@ -55,16 +55,6 @@ def vbroadcast(row, index):
     return vsplat(row[index])
 
 
-def vtranspose(src, start, stride, rows, cols, dst, dst_start, dst_stride):
-    """``dst[dst_start + c * dst_stride + r] = src[start + r * stride + c]`` for r < rows and
-    c < cols (both clipped to the lane count): a block transposed. Compiled: one vector load
-    per row, lane shuffles, one vector store per column (a plain loop became slow gathers)."""
-    rows, cols = max(0, min(rows, lanes(src))), max(0, min(cols, lanes(src)))
-    for r in range(rows):
-        for c in range(cols):
-            dst[dst_start + c * dst_stride + r] = src[start + r * stride + c]
-
-
 def flat(array):
     """A C-contiguous array's elements as a 1-D view, for kernels that address matrices by
     element offsets (compiled: a borrowed view, cheaper than ``reshape(-1)``)."""

@@ -15,7 +15,7 @@ from numba.core.typing.templates import AbstractTemplate, infer_global
 from numba.extending import lower_builtin, models, overload, register_model
 
 from .simd import (VECTOR_BYTES, _exp_nonpositive_f32, _exp_nonpositive_f64, exp_nonpositive, flat, hmax, hsum,
-                   lanes, vbroadcast, vfloor, vfma, vload, vmax, vpow2, vsplat, vstore, vtranspose)
+                   lanes, vbroadcast, vfloor, vfma, vload, vmax, vpow2, vsplat, vstore)
 
 
 class VectorType(types.Type):
@@ -180,48 +180,6 @@ def _vbroadcast_ir(row, index):
         pointer = _row_pointer(context, builder, signature.args[0], args[0], args[1])
         return _splat_value(builder, builder.load(pointer), vector_type.lanes)
     return vector_type(row, types.intp), codegen
-
-
-def _transpose_vectors(builder, vectors):
-    """Transpose n vectors of n lanes (n a power of 2) in log2(n) rounds of shuffles: round h
-    swaps the off-diagonal h x h blocks of each pair of vectors (r, r + h)."""
-    n = len(vectors)
-    vectors = list(vectors)
-    h = n // 2
-    while h >= 1:
-        low_mask = [c if c & h == 0 else n + c - h for c in range(n)]
-        high_mask = [c + h if c & h == 0 else n + c for c in range(n)]
-        for r in range(n):
-            if r & h == 0:
-                x, y = vectors[r], vectors[r + h]
-                vectors[r] = builder.shuffle_vector(x, y, ir.Constant(ir.VectorType(_I32, n), low_mask))
-                vectors[r + h] = builder.shuffle_vector(x, y, ir.Constant(ir.VectorType(_I32, n), high_mask))
-        h //= 2
-    return vectors
-
-
-@_compiles_to(vtranspose, lambda src, start, stride, rows, cols, dst, *_: _is_row(src) and _is_row(dst) and src == dst,
-              "two contiguous 1-D arrays of one float dtype")
-def _vtranspose_ir(src, start, stride, rows, cols, dst, dst_start, dst_stride):
-    vector_type = VectorType(src.dtype)
-
-    def codegen(context, builder, signature, args):
-        src_value, start_value, stride_value, rows_value, cols_value = args[:5]
-        dst_value, dst_start_value, dst_stride_value = args[5:]
-        n, zero = vector_type.lanes, ir.Constant(context.get_value_type(vector_type), None)
-        vectors = []
-        for r in range(n):  # row r < rows: its first cols elements; the other rows: zeros
-            offset = builder.add(start_value, builder.mul(stride_value, stride_value.type(r)))
-            count = builder.select(builder.icmp_signed("<", rows_value.type(r), rows_value), cols_value, cols_value.type(0))
-            vectors.append(_load_lanes(builder, _row_pointer(context, builder, signature.args[0], src_value, offset),
-                                       count, zero))
-        for c, vector in enumerate(_transpose_vectors(builder, vectors)):  # column c < cols: its first rows lanes
-            offset = builder.add(dst_start_value, builder.mul(dst_stride_value, dst_stride_value.type(c)))
-            count = builder.select(builder.icmp_signed("<", cols_value.type(c), cols_value), rows_value, rows_value.type(0))
-            _store_lanes(builder, vector, _row_pointer(context, builder, signature.args[5], dst_value, offset), count)
-        return context.get_dummy_value()
-    signature = types.none(src, types.intp, types.intp, types.intp, types.intp, dst, types.intp, types.intp)
-    return signature, codegen
 
 
 @_compiles_to(flat, lambda array: isinstance(array, types.Array) and array.layout == "C", "a C-contiguous array")
