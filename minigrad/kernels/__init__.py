@@ -8,12 +8,12 @@
   Python) for the model's short rows, which Numba's auto-vectoriser leaves scalar;
   ``simd_codegen.py`` tells Numba how to compile it (skip it on a first read).
 - One file per kernel family: matmul (its 4-row tile also serves the fused attention),
-  softmax, layer norm, attention, ReLU, Adam; ``rows.py`` is the row kernels' plumbing.
-  A public wrapper allocates outputs and reshapes; the kernel writes into them.
+  softmax (its 4-row softmax too), layer norm, attention, ReLU, Adam. A public wrapper
+  allocates outputs and reshapes; the kernel writes into them.
 
-Kernels are serial and use no fastmath (masked rows hold -inf); dtypes float32 and
-float64. ``NUMBA_DISABLE_JIT=1`` runs them as plain Python (a debugger works).
-What was measured, on which CPU, and what was tried: docs/kernels.md.
+Kernels are serial, without fastmath (masked rows hold -inf), for float32 and float64.
+``NUMBA_DISABLE_JIT=1`` runs them as plain Python (a debugger works). What was measured,
+on which CPU, and what was tried: docs/kernels.md and docs/kernels-rows.md.
 """
 from .adam_kernel import adam_update_all, adam_update_numpy
 from .attention_kernels import attention, attention_backward, attention_backward_numpy, attention_numpy

@@ -1,5 +1,4 @@
-"""The Adam update, one pass per parameter (the numpy twin takes ~10 passes and temporaries).
-"""
+"""The Adam update, one pass per parameter (the numpy twin takes ~10 passes and temporaries)."""
 import numpy as np
 
 from .backend import numpy_selected

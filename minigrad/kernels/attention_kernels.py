@@ -144,10 +144,6 @@ def _mask_as_bias(allowed, weights_shape, dtype):
     return np.ascontiguousarray(bias.reshape(-1, k_len), dtype=dtype), strides
 
 
-def _columns(x, first, width):
-    return x[..., first:first + width]
-
-
 def attention(q, k, v, allowed, num_heads, width=None, columns=(0, 0, 0)):
     """(output (B, Tq, width), weights (B, heads, Tq, Tk)) of multi-head attention.
 
@@ -156,10 +152,9 @@ def attention(q, k, v, allowed, num_heads, width=None, columns=(0, 0, 0)):
     several projections side by side. allowed: bool, broadcastable to (B, heads, Tq, Tk)."""
     width = q.shape[2] - columns[0] if width is None else width
     if numpy_selected() or not _kernel_fits((q, k, v), num_heads, width, columns):
-        return attention_numpy(*(_columns(x, c, width) for x, c in zip((q, k, v), columns)), allowed, num_heads)
+        return attention_numpy(*(x[..., c:c + width] for x, c in zip((q, k, v), columns)), allowed, num_heads)
     batch, q_len, k_len = q.shape[0], q.shape[1], k.shape[1]
-    out = np.empty((batch, q_len, width), dtype=q.dtype)
-    weights = np.empty((batch, num_heads, q_len, k_len), dtype=q.dtype)
+    out, weights = np.empty((batch, q_len, width), q.dtype), np.empty((batch, num_heads, q_len, k_len), q.dtype)
     bias, strides = _mask_as_bias(allowed, weights.shape, q.dtype)
     scratch = np.empty((width // num_heads, k_len), q.dtype), np.empty((4, k_len), q.dtype)
     if _attention_kernel(q, k, v, np.asarray(columns, np.int64), num_heads, bias, strides, out, weights, *scratch):
@@ -178,9 +173,9 @@ def attention_backward(grad, q, k, v, weights, num_heads, dq, dk, dv, columns=(0
                          f"width {width}); give each gradient its own array or columns")
     if numpy_selected() or grad.dtype != q.dtype or not grad.flags.c_contiguous \
             or not _kernel_fits((q, k, v, dq, dk, dv), num_heads, width, columns * 2):
-        parts = (_columns(x, c, width) for x, c in zip((q, k, v), columns))
+        parts = (x[..., c:c + width] for x, c in zip((q, k, v), columns))
         for (d, c), value in zip(outputs, attention_backward_numpy(grad, *parts, weights, num_heads)):
-            _columns(d, c, width)[...] = value
+            d[..., c:c + width] = value
         return
     depth, q_len, k_len = width // num_heads, q.shape[1], k.shape[1]
     _attention_backward_kernel(grad, q, k, v, np.asarray(columns, np.int64), np.ascontiguousarray(weights),

@@ -1,8 +1,5 @@
-"""The backend switch: the Numba kernels ("numba") or their plain numpy twins ("numpy").
-
-The default comes from the environment variable ``MINIGRAD_KERNELS``
-(default ``"numba"``). With ``"numpy"`` every public kernel function calls its
-numpy twin, so you can read the plain version and flip one switch to compare.
+"""The backend switch: the Numba kernels ("numba", the default) or their plain numpy twins
+("numpy"), from ``set_backend``, ``use_backend`` or the environment variable ``MINIGRAD_KERNELS``.
 """
 import contextlib
 import os

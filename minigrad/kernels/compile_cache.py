@@ -1,13 +1,11 @@
 """Is Numba's on-disk cache warm for the kernels the model uses? And filling it, two at a time.
 
-``cache_is_cold()`` asks each kernel's cache index for code Numba would load here (this
-source, Numba version, CPU, dtype), so a command says "compiling kernels" only when it will.
-``compile_training_kernels()`` compiles on two cores: Numba compiles one function at a time
-per process, so a child process writes the cache for the smaller kernels while this one
-compiles the fused attention's forward (about half the time).
-Numba checks only a kernel's own file before loading its cached code, and every kernel
-inlines ``simd.py``: so the cache folder records a hash of this package's files, and the
-cache indexes are dropped at import when the hash differs.
+``cache_is_cold()`` asks each kernel's cache index for code Numba would load here, so a command
+says "compiling kernels" only when it will. ``compile_training_kernels()`` compiles the fused
+attention's forward (about half the time) while a child process writes the cache for the rest:
+Numba compiles one function at a time per process. Numba checks only a kernel's own file before
+loading its cached code, and every kernel inlines ``simd.py``: so the cache folder records a
+hash of this package's files, and the cache indexes are dropped at import when it differs.
 """
 import glob
 import hashlib
@@ -36,7 +34,7 @@ def _disk_cache(dispatcher):
 
 def _has_code_for(dispatcher, dtype):
     """Compiled code for dtype: already in this process, or on disk and loadable."""
-    numba_dtype = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"}[np.dtype(dtype)]
+    numba_dtype = np.dtype(dtype).name  # "float32", as Numba names it
 
     def for_dtype(signature):
         return any(getattr(getattr(arg, "dtype", None), "name", None) == numba_dtype for arg in signature)
@@ -59,12 +57,6 @@ def cache_is_cold(training=True, dtype=np.float32):
         return not all(_has_code_for(d, dtype) for d in (TRAINING_KERNELS if training else FORWARD_KERNELS))
     except (AttributeError, KeyError, OSError, TypeError, ValueError):  # Numba's internals moved: can't tell
         return True
-
-
-def _compile_attention_forward(dtype):
-    """One small call of the fused attention's forward, with the argument types a model passes."""
-    x = np.zeros((1, 2, 8), dtype)
-    attention_kernels.attention(x, x, x, np.ones((1, 1, 2, 2), bool), 2)
 
 
 def _compile_the_rest(dtype):
@@ -92,7 +84,8 @@ def compile_training_kernels(dtype=np.float32):
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         env={**os.environ, "PYTHONPATH": path})
     try:
-        _compile_attention_forward(dtype)
+        x = np.zeros((1, 2, 8), dtype)  # the argument types a model passes
+        attention_kernels.attention(x, x, x, np.ones((1, 1, 2, 2), bool), 2)
         child.wait()
     finally:
         if child.poll() is None:  # interrupted: stop the child too
@@ -101,9 +94,8 @@ def compile_training_kernels(dtype=np.float32):
 
 
 def _drop_cache_of_other_sources():
-    """Drop the kernels' cache indexes (``*.nbi``) when they were written for other sources of
-    this package; Numba then compiles on the next first calls and writes new ones. All the
-    kernel files sit in this folder, so they share one cache folder."""
+    """Drop the kernels' cache indexes (``*.nbi``, one cache folder for this package) when they
+    were written for other sources: Numba then compiles on first calls and writes new ones."""
     cache = _disk_cache(softmax_kernels._softmax_kernel)
     if cache is None:
         return

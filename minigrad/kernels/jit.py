@@ -7,12 +7,11 @@ import numba
 def jit(**options):
     """``numba.njit(cache=True, error_model="numpy", _nrt=False, **options)``.
 
-    cache: a fresh process loads compiled code instead of compiling again (seconds). Not
-    under ``MINIGRAD_VECTOR_BYTES`` (the width is not part of Numba's cache key), nor where
-    Numba finds no writable cache directory. error_model="numpy": x / 0 gives inf or nan.
-    _nrt=False: no reference counting, whose atomic updates for every row view cost a
-    third of the fused attention's time; so a kernel allocates nothing (its caller
-    passes outputs and scratch) and returns no new array.
+    cache: a fresh process loads compiled code instead of compiling (seconds); not under
+    ``MINIGRAD_VECTOR_BYTES`` (not part of Numba's cache key) or without a writable cache
+    directory. error_model="numpy": x / 0 gives inf or nan. _nrt=False: no reference counting
+    (a third of the fused attention's time went to it), so a kernel allocates nothing (its
+    caller passes outputs and scratch) and returns no new array.
     """
     options = {"error_model": "numpy", "_nrt": False, **options}
 

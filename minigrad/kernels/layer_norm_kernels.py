@@ -1,5 +1,4 @@
-"""Layer norm over the last axis, forward and backward, one pass per row.
-"""
+"""Layer norm over the last axis, forward and backward, one pass per row (math: ``ops/nn_ops.py``)."""
 import numpy as np
 
 from .backend import numpy_selected
@@ -29,9 +28,7 @@ def layer_norm_backward_numpy(grad, x, weight, mean, rstd):
 
 @jit()
 def _layer_norm_kernel(x, weight, bias, eps, out, mean_out, rstd_out):
-    zero = x.dtype.type(0)
-    width = x.shape[1]
-    step = lanes(weight)
+    zero, width, step = x.dtype.type(0), x.shape[1], lanes(weight)
     inverse_width = x.dtype.type(1) / x.dtype.type(width)
     for r in range(x.shape[0]):
         row, y = x[r], out[r]
@@ -53,9 +50,7 @@ def _layer_norm_kernel(x, weight, bias, eps, out, mean_out, rstd_out):
 
 @jit()
 def _layer_norm_backward_kernel(grad, x, weight, mean, rstd, dx, dweight, dbias):
-    zero = x.dtype.type(0)
-    width = x.shape[1]
-    step = lanes(weight)
+    zero, width, step = x.dtype.type(0), x.shape[1], lanes(weight)
     inverse_width = x.dtype.type(1) / x.dtype.type(width)
     dweight[:] = zero
     dbias[:] = zero
@@ -88,9 +83,7 @@ def layer_norm(x, weight, bias, eps):
             or weight.dtype != x.dtype or weight.shape != x.shape[-1:]):
         return layer_norm_numpy(x, weight, bias, eps)
     rows = as_rows(x)
-    y = np.empty(rows.shape, dtype=x.dtype)
-    mean = np.empty(rows.shape[0], dtype=x.dtype)
-    rstd = np.empty(rows.shape[0], dtype=x.dtype)
+    y, mean, rstd = np.empty(rows.shape, x.dtype), np.empty(len(rows), x.dtype), np.empty(len(rows), x.dtype)
     _layer_norm_kernel(rows, np.ascontiguousarray(weight), np.ascontiguousarray(bias), x.dtype.type(eps), y, mean, rstd)
     return y.reshape(x.shape), mean.reshape(x.shape[:-1]), rstd.reshape(x.shape[:-1])
 
@@ -102,9 +95,7 @@ def layer_norm_backward(grad, x, weight, mean, rstd):
             or mean.dtype != x.dtype or mean.shape != x.shape[:-1]):
         return layer_norm_backward_numpy(grad, x, weight, mean, rstd)
     rows = as_rows(x)
-    dx = np.empty(rows.shape, dtype=x.dtype)
-    dweight = np.empty(x.shape[-1], dtype=x.dtype)
-    dbias = np.empty(x.shape[-1], dtype=x.dtype)
+    dx, dweight, dbias = np.empty(rows.shape, x.dtype), np.empty(x.shape[-1], x.dtype), np.empty(x.shape[-1], x.dtype)
     _layer_norm_backward_kernel(as_rows(grad), rows, np.ascontiguousarray(weight),
                                 np.ascontiguousarray(mean).reshape(-1), np.ascontiguousarray(rstd).reshape(-1),
                                 dx, dweight, dbias)

@@ -1,7 +1,6 @@
-"""ReLU forward and backward in one pass each: numpy's take extra passes (a NaN check in
-``np.maximum``, a boolean temporary in the backward). The loops are long and branch-free,
-so LLVM vectorises them. NaN as in numpy: relu(NaN) is NaN and passes no gradient.
-"""
+"""ReLU forward and backward in one pass each (numpy's take extra passes: a NaN check in
+``np.maximum``, a boolean temporary in the backward); LLVM vectorises these long, branch-free
+loops itself. NaN as in numpy: relu(NaN) is NaN and passes no gradient."""
 import numpy as np
 
 from .backend import numpy_selected
@@ -33,14 +32,9 @@ def _relu_backward_kernel(out, grad, dx):
         dx[i] = grad[i] if out[i] > zero else zero
 
 
-def _fits(*arrays):
-    """The row kernels' test, and contiguous: the loops run over the flat memory."""
-    return kernel_fits(*arrays) and all(a.flags.c_contiguous for a in arrays)
-
-
 def relu(x):
     """max(x, 0) elementwise, a new array."""
-    if numpy_selected() or not _fits(x):
+    if numpy_selected() or not kernel_fits(x) or not x.flags.c_contiguous:  # the loop runs over flat memory
         return relu_numpy(x)
     out = np.empty_like(x)
     _relu_kernel(x.reshape(-1), out.reshape(-1))
@@ -49,7 +43,7 @@ def relu(x):
 
 def relu_backward(out, grad):
     """Gradient of relu from its forward output and the output gradient."""
-    if numpy_selected() or not _fits(out, grad):
+    if numpy_selected() or not kernel_fits(out, grad) or not (out.flags.c_contiguous and grad.flags.c_contiguous):
         return relu_backward_numpy(out, grad)
     dx = np.empty_like(grad)
     _relu_backward_kernel(out.reshape(-1), grad.reshape(-1), dx.reshape(-1))

@@ -1,5 +1,4 @@
-"""Shared plumbing of the row kernels (softmax, log-softmax, layer norm): the last axis is a row.
-"""
+"""Shared plumbing of the row kernels (softmax, log-softmax, layer norm): the last axis is a row."""
 import numpy as np
 
 
@@ -14,11 +13,3 @@ def kernel_fits(*arrays):
     first = arrays[0]
     return (first.dtype in (np.float32, np.float64) and first.ndim > 0 and first.size > 0
             and all(a.dtype == first.dtype and a.shape == first.shape for a in arrays))
-
-
-def run_rowwise(kernel, *arrays):
-    """Run a row kernel over the last axis of arrays of equal shape; returns a new array."""
-    rows = [as_rows(a) for a in arrays]
-    out = np.empty(rows[0].shape, dtype=arrays[0].dtype)
-    kernel(*rows, out)
-    return out.reshape(arrays[0].shape)

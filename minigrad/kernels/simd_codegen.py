@@ -85,13 +85,10 @@ def _is_whole(builder, count, lane_count):
 
 
 def _lane_mask(builder, lane_count, count):
-    """<lane_count x i1>: lane i is on when i < count."""
-    # clip count to [0, lane_count] so it fits 32 bits: one compare of 32-bit lanes
-    lanes_value = ir.Constant(count.type, lane_count)
-    count = builder.select(builder.icmp_signed("<", count, lanes_value), count, lanes_value)
-    count = builder.trunc(builder.select(builder.icmp_signed("<", count, count.type(0)), count.type(0), count), _I32)
+    """<lane_count x i1>: lane i is on when i < count, for count < lane_count (a part vector)."""
+    count = builder.select(builder.icmp_signed("<", count, count.type(0)), count.type(0), count)  # fits 32 bits
     lane_index = ir.Constant(ir.VectorType(_I32, lane_count), list(range(lane_count)))
-    return builder.icmp_signed("<", lane_index, _splat_value(builder, count, lane_count))
+    return builder.icmp_signed("<", lane_index, _splat_value(builder, builder.trunc(count, _I32), lane_count))
 
 
 def _splat_value(builder, scalar, lane_count):

@@ -1,15 +1,14 @@
 """Softmax and log-softmax over the last axis, with their backwards (math: ``ops/softmax.py``).
 
-Kernel and twin alike: the row max is subtracted before exp; a row of all -inf (fully
-masked) gives zeros from softmax, -inf from log-softmax, and no gradient; a NaN makes its
-whole row NaN (no fastmath). Log-softmax is ``(x - max) - log(sum)``: the first subtraction
-is exact near the max, so float32 keeps its precision even for logits of 1e6.
+Kernel and twin alike: a row of all -inf (fully masked) gives zeros from softmax, -inf from
+log-softmax, and no gradient; a NaN makes its whole row NaN (no fastmath). Log-softmax is
+``(x - max) - log(sum)``: exact near the max, so float32 keeps its precision for logits of 1e6.
 """
 import numpy as np
 
 from .backend import numpy_selected
 from .jit import jit
-from .rows import as_rows, kernel_fits, run_rowwise
+from .rows import as_rows, kernel_fits
 from .simd import exp_nonpositive, hmax, hsum, lanes, vfma, vload, vmax, vsplat, vstore
 
 
@@ -165,7 +164,9 @@ def softmax_backward(y, grad):
     """Gradient of softmax: y is the forward output, grad the output gradient."""
     if numpy_selected() or not kernel_fits(y, grad):
         return softmax_backward_numpy(y, grad)
-    return run_rowwise(_softmax_backward_kernel, y, grad)
+    dx = np.empty(y.shape, y.dtype)
+    _softmax_backward_kernel(as_rows(y), as_rows(grad), dx.reshape(-1, y.shape[-1]))
+    return dx
 
 
 def log_softmax(x):
