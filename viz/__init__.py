@@ -1,6 +1,7 @@
 """Pictures and tables of minigrad graphs and the date Transformer's attention.
 
-    graph.py            draw_graph(tensor) -> graphviz.Digraph; render() writes .dot (+ .svg/.png)
+    graph.py            draw_graph(tensor) -> graphviz.Digraph
+    render.py           render(digraph, stem) writes .dot, then .svg/.png when Graphviz's dot is installed
     graph_text.py       escaping and short summaries for graph labels
     details.py          hover tooltips, and the mask nodes of masking ops (their True/False pattern)
     attention_graph.py  the graph of one attention step of the model (CLI: dates-attention-graph)
@@ -11,6 +12,7 @@
     inputs.py           which model to draw (runs/dates/model.npz, a checkpoint, or an untrained one)
                         and one date's token ids
 """
-from .graph import draw_graph, dot_missing_message, render
+from .graph import draw_graph
+from .render import dot_missing_message, render
 
 __all__ = ["draw_graph", "render", "dot_missing_message"]

@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
-from .graph import INSTALL_HINT
+from .render import INSTALL_HINT
 
 FRAME_MS, LAST_FRAME_MS = 1200, 3000
 

@@ -30,7 +30,8 @@ from transformer.checkpoint import CheckpointError
 from transformer.dates import DateError
 from transformer.decoding import inference
 
-from .graph import draw_graph, render
+from .graph import draw_graph
+from .render import render
 from .inputs import (UNTRAINED, add_model_arguments, decoder_input_from_reference, model_from_args, on_numpy_twins,
                      source_ids)
 
