@@ -1,9 +1,9 @@
 """Is Numba's on-disk cache warm for the kernels the model uses? And filling it, two at a time.
 
 ``cache_is_cold()`` asks each kernel's cache index for code Numba would load here, so a command
-says "compiling kernels" only when it will. ``compile_training_kernels()`` compiles the fused
-attention's forward (about half the time) while a child process writes the cache for the rest:
-Numba compiles one function at a time per process. Numba checks only a kernel's own file before
+says "compiling kernels" only when it will. ``compile_training_kernels()`` compiles the forward
+kernels (the fused attention's is the largest) while a child process writes the cache for the
+rest: Numba compiles one function at a time per process. Numba checks only a kernel's own file before
 loading its cached code, and every kernel inlines ``simd.py``: so the cache folder records a
 hash of this package's files, and the cache indexes are dropped at import when it differs.
 """
@@ -60,21 +60,21 @@ def cache_is_cold(training=True, dtype=np.float32):
 
 
 def _compile_the_rest(dtype):
-    """One small call of every other training kernel, with the argument types a model passes."""
+    """One small call of every training kernel but the forward ones, with the argument types a model passes."""
     x = np.zeros((1, 2, 8), dtype)
     out, weights = attention_kernels.attention_numpy(x, x, x, True, 2)
     attention_kernels.attention_backward(out, x, x, x, weights, 2, x.copy(), x.copy(), x.copy())
     rows, vector = x.reshape(2, 8), np.ones(8, dtype)
-    _, mean, rstd = layer_norm_kernels.layer_norm(rows, vector, vector, 1e-5)
+    _, mean, rstd = layer_norm_kernels.layer_norm_numpy(rows, vector, vector, 1e-5)
     layer_norm_kernels.layer_norm_backward(rows, rows, vector, mean, rstd)
     softmax_kernels.log_softmax(rows)
-    relu_kernels.relu_backward(relu_kernels.relu(rows), rows)
+    relu_kernels.relu_backward(relu_kernels.relu_numpy(rows), rows)
     adam_kernel.adam_update_all([vector.copy()], [vector], [vector.copy()], [vector.copy()], 0.9, 0.98, 1e-3, 1e-9)
 
 
 def compile_training_kernels(dtype=np.float32):
-    """Compile what a training step runs: the fused attention's forward here, the rest in a
-    child process that writes Numba's cache (if it fails, each kernel compiles on first call)."""
+    """Compile what a training step runs: the forward kernels here, the rest in a child process
+    that writes Numba's cache (if it fails, each kernel compiles on its first call)."""
     if _disk_cache(attention_kernels._attention_kernel) is None:
         return
     package_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -84,8 +84,10 @@ def compile_training_kernels(dtype=np.float32):
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         env={**os.environ, "PYTHONPATH": path})
     try:
-        x = np.zeros((1, 2, 8), dtype)  # the argument types a model passes
+        x, vector = np.zeros((1, 2, 8), dtype), np.ones(8, dtype)  # the argument types a model passes
         attention_kernels.attention(x, x, x, np.ones((1, 1, 2, 2), bool), 2)
+        layer_norm_kernels.layer_norm(x, vector, vector, 1e-5)
+        relu_kernels.relu(x)
         child.wait()
     finally:
         if child.poll() is None:  # interrupted: stop the child too
