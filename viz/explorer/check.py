@@ -12,7 +12,8 @@ import inspect
 
 import numpy as np
 
-from minigrad import gradcheck, no_grad
+from minigrad import Tensor, gradcheck, no_grad
+from minigrad.gradcheck import _numeric_jacobian
 
 from ..attention_graph import _as_leaves, capture_attention_call, find_attention_module
 from ..inputs import decoder_input_from_reference, source_ids
@@ -52,31 +53,35 @@ def check_gradients(model, date, kind, layer, record, seed=0) -> dict:
 
 
 def _check_one(leaf, gradient, loss, rng) -> dict:
-    data = leaf.data                 # float64, perturbed in place and put back
-    flat = data.reshape(-1)
-    assert np.shares_memory(flat, data), "a leaf's data must be contiguous to perturb it in place"
+    flat = leaf.data.reshape(-1)     # float64 and contiguous: a view, so writing it changes the leaf
+    assert np.shares_memory(flat, leaf.data), "a leaf's data must be contiguous to perturb it in place"
     grad = np.asarray(gradient, dtype=np.float64).reshape(-1)
     picks = [int(np.argmax(np.abs(grad)))]
     picks += [int(k) for k in rng.choice(flat.size, size=min(ELEMENTS - 1, flat.size), replace=False)]
-    rows = []
-    for k in dict.fromkeys(picks):
-        original = flat[k]
-        flat[k] = original + EPS
-        plus = loss()
-        flat[k] = original - EPS
-        minus = loss()
-        flat[k] = original
-        rows.append([f"[{', '.join(map(str, np.unravel_index(k, data.shape)))}]", float(grad[k]),
-                     (plus - minus) / (2 * EPS)])
-    direction = rng.standard_normal(flat.size)
-    original = flat.copy()
-    flat += EPS * direction
-    plus = loss()
-    flat[:] = original - EPS * direction
-    minus = loss()
-    flat[:] = original
-    rows.append(["random direction v: ⟨∇, v⟩", float(grad @ direction), (plus - minus) / (2 * EPS)])
+    picks = list(dict.fromkeys(picks))
+    numeric = _differences(flat, loss, flat[picks], lambda values: flat.__setitem__(picks, values))
+    rows = [[f"[{', '.join(map(str, np.unravel_index(k, leaf.shape)))}]", float(grad[k]), float(n)]
+            for k, n in zip(picks, numeric)]
+    direction, original = rng.standard_normal(flat.size), flat.copy()
+    (along,) = _differences(flat, loss, [0.0], lambda t: flat.__setitem__(slice(None), original + t[0] * direction))
+    rows.append(["random direction v: ⟨∇, v⟩", float(grad @ direction), float(along)])
     # each difference as a fraction of what gradcheck allows (atol + rtol |numerical|): at most 1 passes;
     # not relative to the value alone, as some gradients are exactly 0 (a key's bias: softmax ignores it)
     errors = [abs(a - n) / (TOLERANCE["atol"] + TOLERANCE["rtol"] * abs(n)) for _, a, n in rows]
     return {"ok": bool(max(errors) <= 1), "max_error": float(max(errors)), "rows": rows}
+
+
+def _differences(flat, loss, start, place) -> np.ndarray:
+    """d loss / d u at u = ``start``, by gradcheck's own central differences, where ``place(u)``
+    writes u into the leaf's values ``flat`` (a few of its elements, or a step along a direction)."""
+    original = flat.copy()
+    u = Tensor(np.array(start, dtype=np.float64))
+
+    def evaluate():
+        place(u.data)
+        return np.array([loss()])
+
+    try:
+        return _numeric_jacobian(evaluate, u, EPS)[:, 0]
+    finally:
+        flat[:] = original

@@ -51,7 +51,10 @@
   // ------------------------------------------------------- gradients by step
   function tensorName(t) {
     if (t.name) return t.name;
-    return t.op !== null ? OPS[t.op].name + "'s output" : shapeText(t.shape) + " " + t.kind;
+    if (t.op !== null) return OPS[t.op].name + "'s output";
+    if (t.kind === "constant" && t.shape.reduce(function (a, b) { return a * b; }, 1) === 1)
+      return "constant " + num(decode(t.value)[0]);       // e.g. √d_k, which scores are divided by
+    return shapeText(t.shape) + " " + t.kind;
   }
   function arrivedCount(t, step) {          // how many gradient parts reached t by the end of `step`
     var n = 0;
@@ -225,6 +228,12 @@
     });
     window.addEventListener("resize", fit);
     document.getElementById("fit").addEventListener("click", fit);
+    [["zoom-in", 1 / 1.5], ["zoom-out", 1.5]].forEach(function (pair) {     // around the view's centre
+      document.getElementById(pair[0]).addEventListener("click", function () {
+        var v = state.view, f = pair[1];
+        setView({x: v.x + v.w * (1 - f) / 2, y: v.y + v.h * (1 - f) / 2, w: v.w * f, h: v.h * f});
+      });
+    });
   }
   function keepInView(id) {            // pan (not zoom) so that node `id` is inside the view
     var node = state.nodes[id], v = state.view;
@@ -293,7 +302,13 @@
     for (var i = lead.length - 1; i >= 0; i--) { idx.unshift(r % lead[i]); r = Math.floor(r / lead[i]); }
     return "[" + idx.join(", ") + (idx.length ? ", " : "") + ":]";
   }
-  function arrayView(values, shape, id) {   // statistics, a heatmap of every value, a table of the first ones
+  function characters(t) {               // the query and key characters of an attention-shaped tensor, or null
+    var map = ATTENTION.find(function (m) { return m.module === STEP.module; }), n = t.shape.length;
+    if (!map || !/scores|weights/.test(t.name) || n < 2 || t.shape[n - 2] !== map.queries.length ||
+        t.shape[n - 1] !== map.keys.length) return null;
+    return map;
+  }
+  function arrayView(values, shape, id, t) {  // statistics, a heatmap of every value, a table of the first ones
     var box = el("div", {id: id}), s = stats(values), dims = twoD(shape);
     box.appendChild(el("div", {"class": "stat"}, "shape " + shapeText(shape) + "   min " + num(s.min) + "   max " +
                                                 num(s.max) + "   mean " + num(s.mean) + "   ‖·‖ " + num(s.norm)));
@@ -309,8 +324,10 @@
       var rect = canvas.getBoundingClientRect();
       var c = Math.floor((event.clientX - rect.left) / rect.width * dims.cols);
       var r = Math.floor((event.clientY - rect.top) / rect.height * shownRows);
-      if (r >= 0 && c >= 0 && r < shownRows && c < dims.cols)
-        hover.textContent = rowIndex(shape, r).replace(":]", c + "]") + " = " + values[r * dims.cols + c];
+      if (r < 0 || c < 0 || r >= shownRows || c >= dims.cols) return;
+      hover.textContent = rowIndex(shape, r).replace(":]", c + "]") + " = " + values[r * dims.cols + c];
+      var map = t && characters(t), q = r % shape[shape.length - 2];
+      if (map) hover.textContent += "   query " + q + " '" + map.queries[q] + "' → key " + c + " '" + map.keys[c] + "'";
     });
     var scroll = el("div", {"class": "scroll"});
     scroll.appendChild(canvas);
@@ -354,7 +371,7 @@
     panel.appendChild(el("div", {id: "detail-kind"}, t.kind + " tensor, " + t.dtype + (t.requires_grad ? "" : ", requires_grad=False")));
     panel.appendChild(el("div", {id: "detail-shape", "class": "stat"}, shapeText(t.shape)));
     panel.appendChild(el("h3", {}, "value"));
-    panel.appendChild(arrayView(decode(t.value), t.shape, "value-view"));
+    panel.appendChild(arrayView(decode(t.value), t.shape, "value-view", t));
     panel.appendChild(el("h3", {}, "gradient  ∂ loss / ∂ " + tensorName(t)));
     panel.appendChild(gradientSection(t));
     if (t.op !== null) {
@@ -384,7 +401,7 @@
                        : "arrived at step " + t.arrivals[0] + " (" + OPS[STEPS[t.arrivals[0] - 1].op].name + ")";
     if (n < t.arrivals.length) status += "; " + (t.arrivals.length - n) + " more to come";
     box.appendChild(el("p", {id: "grad-status"}, status));
-    box.appendChild(arrayView(gradientAt(t, step), t.shape, "grad-view"));
+    box.appendChild(arrayView(gradientAt(t, step), t.shape, "grad-view", t));
     return box;
   }
   function opSection(op) {
@@ -543,5 +560,6 @@
   setUpCheck();
   legend();
   showStep(0);
+  document.body.dataset.readyMs = Math.round(performance.now());    // since navigation started
   document.body.dataset.ready = "true";
 })();
