@@ -93,6 +93,12 @@ def test_cli_writes_one_self_contained_page(tmp_path, capsys):
     assert f"wrote {out}" in capsys.readouterr().out
 
 
+def test_the_page_needs_no_graphviz(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))          # no `dot` anywhere: the browser lays the graph out
+    out = tmp_path / "page.html"
+    assert main(["--untrained", "--no-check", "--out", str(out)]) == 0 and out.stat().st_size > 0
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--layer", "5"], "layer 5 does not exist"),
     (["--date", "2023-02-30"], "is not a valid date"),

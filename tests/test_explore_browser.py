@@ -104,6 +104,10 @@ def test_arrow_keys_step_through_backward_in_the_engines_order(explorer, engine)
     assert page.locator("#prev").is_visible() and page.locator("#step").is_visible()
     page.keyboard.press("ArrowLeft")
     assert page.input_value("#step") == str(len(engine["order"]) - 1)
+    for focused in ("#step", "#check-toggle"):     # one step per key, wherever the focus is
+        page.focus(focused)
+        page.keyboard.press("ArrowLeft")
+    assert page.input_value("#step") == str(len(engine["order"]) - 3)
     assert explorer.errors == []
 
 

@@ -280,7 +280,8 @@
     document.getElementById("prev").addEventListener("click", function () { showStep(state.step - 1); });
     document.getElementById("next").addEventListener("click", function () { showStep(state.step + 1); });
     document.addEventListener("keydown", function (event) {
-      if (event.target.tagName === "SELECT" || event.target.tagName === "INPUT" && event.target.type !== "range") return;
+      var target = event.target;        // a menu keeps its own arrow keys; the slider and switches do not
+      if (target.tagName === "SELECT" || target.tagName === "INPUT" && ["range", "checkbox"].indexOf(target.type) < 0) return;
       if (event.key === "ArrowRight") { showStep(state.step + 1); event.preventDefault(); }
       if (event.key === "ArrowLeft") { showStep(state.step - 1); event.preventDefault(); }
     });
