@@ -314,11 +314,12 @@
     box.appendChild(el("div", {"class": "stat"}, "shape " + shapeText(shape) + "   min " + num(s.min) + "   max " +
                                                 num(s.max) + "   mean " + num(s.mean) + "   ‖·‖ " + num(s.norm)));
     var cell = Math.max(2, Math.min(14, Math.floor(400 / dims.cols))), shownRows = Math.min(dims.rows, 256);
-    var canvas = el("canvas", {width: dims.cols * cell, height: shownRows * cell, "class": "values-heatmap"});
+    var tall = shownRows <= 4 ? Math.max(cell, 12) : cell;        // a bias (one row) stays visible
+    var canvas = el("canvas", {width: dims.cols * cell, height: shownRows * tall, "class": "values-heatmap"});
     var ctx = canvas.getContext("2d"), scale = Math.max(Math.abs(isFinite(s.min) ? s.min : 0), Math.abs(isFinite(s.max) ? s.max : 0));
     for (var r = 0; r < shownRows; r++) for (var c = 0; c < dims.cols; c++) {
       ctx.fillStyle = colour(values[r * dims.cols + c], scale);
-      ctx.fillRect(c * cell, r * cell, cell, cell);
+      ctx.fillRect(c * cell, r * tall, cell, tall);
     }
     var hover = el("div", {"class": "hover"}, shownRows < dims.rows ? "first " + shownRows + " rows of " + dims.rows : " ");
     canvas.addEventListener("mousemove", function (event) {
