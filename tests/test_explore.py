@@ -2,6 +2,7 @@
 the mask's convention) and the command line (one file, its size, one-line errors)."""
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -29,6 +30,9 @@ def test_every_op_knows_the_source_line_that_created_it(record):
     assert "softmax" in by_name["Softmax"]["code"]
     assert "masked_fill" in by_name["MaskedFill"]["code"]
     assert all(op["source"] for op in ops)
+    path, line = by_name["Softmax"]["defined_at"].rsplit(":", 1)
+    source = (Path(__file__).resolve().parents[1] / path).read_text(encoding="utf-8")
+    assert path.startswith("minigrad/") and "class Softmax" in source.splitlines()[int(line) - 1]
     for op in ops:
         path, line = op["source"].rsplit(":", 1)
         assert line.isdigit() and not path.startswith("/"), op["source"]

@@ -81,7 +81,8 @@ def test_clicking_scores_shows_its_shape_and_the_models_values(explorer, engine)
     flat = scores.reshape(-1)
     for index, value in shown.items():
         assert value == float(flat[index]), index          # float32 -> text -> float: exact
-    assert "transformer/attention.py:" in page.text_content(".op-section .source")
+    assert page.text_content(".op-section .source").startswith("created at transformer/attention.py:")
+    assert "minigrad/" in page.text_content(".op-section .defined")
     assert "q @ k.swapaxes(-1, -2)" in page.text_content(".op-section code")
     assert explorer.errors == []
 

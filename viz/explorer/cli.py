@@ -42,8 +42,8 @@ def main(argv=None) -> int:
     from transformer.checkpoint import CheckpointError
     from transformer.dates import DateError
 
-    parser = argparse.ArgumentParser(prog="dates-explore", description=(__package__ and sys.modules[__package__].__doc__
-                                                                          or "").split("\n")[0])
+    parser = argparse.ArgumentParser(prog="dates-explore", description="One attention step of the date model, "
+                                     "forward and backward, in one self-contained HTML page.")
     add_model_arguments(parser)
     parser.add_argument("--kind", choices=KINDS, default="decoder-self", help="which attention (default: %(default)s)")
     parser.add_argument("--layer", type=int, default=0, help="layer index, from 0 (default: %(default)s)")

@@ -410,9 +410,10 @@
     var box = el("div", {"class": "op-section", "data-op": op.name});
     box.appendChild(el("div", {"class": "op-name"}, op.name + (op.scope ? "   in " + op.scope : "")));
     if (op.source) {
-      box.appendChild(el("div", {"class": "source"}, op.source));
+      box.appendChild(el("div", {"class": "source"}, "created at " + op.source));
       if (op.code) box.appendChild(el("code", {}, op.code));
     }
+    if (op.defined_at) box.appendChild(el("div", {"class": "defined"}, op.name + "'s forward and backward: " + op.defined_at));
     var inputs = el("div", {}, "inputs: ");
     op.inputs.forEach(function (i, k) {
       if (k) inputs.appendChild(document.createTextNode(", "));

@@ -8,6 +8,7 @@ What it returns holds the live tensors (so tests and the gradient check can
 look at them); ``StepRecord.to_json`` turns it into what the page reads.
 """
 import base64
+import inspect
 import linecache
 import os
 from dataclasses import dataclass, field
@@ -81,6 +82,7 @@ class StepRecord:
         site = getattr(fn, "created_at", None)
         record = {"id": i, "name": fn.name, "inputs": [self.index(t) for t in fn.inputs],
                   "output": self.index(out), "scope": fn.scope, "source": _relative(site),
+                  "defined_at": _defined_at(type(fn)),
                   "code": _code_at(site), "saved": [_saved_json(a, v, fn, out) for a, v in self.saved.get(i, [])]}
         found = mask_of(fn)
         if found is not None:
@@ -113,6 +115,15 @@ def _relative(site):
     if not site:
         return None
     return site[len(_ROOT):] if site.startswith(_ROOT) else site
+
+
+def _defined_at(op_class):
+    """'minigrad/ops/....py:NN': where the op's class (its forward and backward side by side) starts."""
+    try:
+        _, first = inspect.getsourcelines(op_class)
+    except (OSError, TypeError):
+        return None
+    return _relative(f"{os.path.abspath(inspect.getsourcefile(op_class))}:{first}")
 
 
 def _code_at(site):
