@@ -167,3 +167,18 @@ def test_check_overlay_colours_each_parameter_by_its_finite_difference_check(exp
     assert abs(backward - numeric) <= 1e-3 * abs(numeric)
     page.uncheck("#check-toggle")
     assert page.locator("g.node.tensor.check-ok").count() == 0
+
+
+def test_the_scores_heatmap_names_the_query_and_key_of_a_cell(explorer):
+    page = explorer.page
+    page.click('g.node.tensor[data-name="scores"]')
+    characters = token_labels(decoder_input_from_reference(DATE))
+    canvas = page.locator("#value-view canvas")
+    heatmap = canvas.bounding_box()
+    rows, cols = 4 * len(characters), len(characters)             # (1, heads, queries, keys): heads x queries rows
+    head, query, key = 2, 5, 3
+    canvas.hover(position={"x": (key + 0.5) * heatmap["width"] / cols,       # scrolls the point into view
+                           "y": (head * len(characters) + query + 0.5) * heatmap["height"] / rows})
+    text = page.text_content("#value-view .hover")
+    assert text.startswith(f"[0, {head}, {query}, {key}] = ")
+    assert f"query {query} '{characters[query]}' → key {key} '{characters[key]}'" in text
