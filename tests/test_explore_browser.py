@@ -119,9 +119,12 @@ def test_gradient_panel_shows_the_engines_gradient(explorer, engine, name, key):
     set_step(page, 0)
     page.click(f'g.node.tensor[data-name="{name}"]')
     assert "backward has not started" in page.text_content("#grad-status")
+    hover = page.text_content(f'g.node.tensor[data-name="{name}"] > title')
+    assert hover.startswith(f"{name}\nshape ") and "∇: backward has not started" in hover
     set_step(page, len(engine["order"]))
     shown = table_values(page, "grad-view")
     flat = engine["grads"][key].reshape(-1)
+    assert "‖grad‖ " in page.text_content(f'g.node.tensor[data-name="{name}"] > title')
     assert len(shown) >= 6
     for index, value in shown.items():
         assert value == float(flat[index]), index

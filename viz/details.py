@@ -48,11 +48,7 @@ def tensor_tooltip(tensor, name, backward_ran=True) -> str:
 
     ``backward_ran`` False: the drawing was made without a backward pass (``show_grad=False``)."""
     name = name if len(name or "") <= 120 else name[:119] + "…"     # dot breaks on very long strings
-    lines = [name or "(unnamed tensor)", f"shape {shape_text(tensor.shape)}, dtype {tensor.dtype}"]
-    data = tensor.data
-    if data.dtype.kind in "fiub":
-        lines.append("values " + first_values(data))
-        lines.append(f"‖value‖ {number(norm(data))}")
+    lines = value_lines(tensor, name)
     if tensor.grad is not None:
         lines.append(f"‖grad‖ {number(norm(tensor.grad))}, grad " + first_values(tensor.grad, 3))
     elif not tensor.requires_grad:
@@ -64,6 +60,15 @@ def tensor_tooltip(tensor, name, backward_ran=True) -> str:
     else:
         lines.append(NOT_ARRIVED)
     return tooltip_text("\n".join(lines))
+
+
+def value_lines(tensor, name) -> list:
+    """The tooltip's lines about the value (plain text): name, shape and dtype, first values, ‖value‖."""
+    lines = [name or "(unnamed tensor)", f"shape {shape_text(tensor.shape)}, dtype {tensor.dtype}"]
+    if tensor.data.dtype.kind in "fiub":
+        lines.append("values " + first_values(tensor.data))
+        lines.append(f"‖value‖ {number(norm(tensor.data))}")
+    return lines
 
 
 # ----------------------------------------------------------------------- masks

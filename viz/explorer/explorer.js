@@ -79,6 +79,17 @@
     return {text: "∇ " + sum + "‖·‖ " + num(norm), none: false, accumulated: n > 1};
   }
 
+  function gradStatus(t, step) {          // one line for the tooltip: the gradient, or why there is none yet
+    if (!t.requires_grad) return "no grad (constant)";
+    if (step === 0) return "∇: backward has not started (→ runs its first op)";
+    var n = arrivedCount(t, step);
+    if (n === 0) return t.arrivals.length ? "∇: has not arrived yet (at backward step " + t.arrivals[0] + ")"
+                                          : "∇: backward does not reach it";
+    var g = gradientAt(t, step), first = Array.from(g.slice(0, 3)).map(num).join(", ");
+    return "‖grad‖ " + num(stats(g).norm) + ", grad [" + first + (g.length > 3 ? ", …" : "") + "]" +
+      (n > 1 ? " (" + n + " parts summed)" : "");
+  }
+
   // ------------------------------------------------------------------ layout
   function measure(lines) {
     var width = 0;
@@ -154,6 +165,7 @@
       text.textContent = line;
       group.appendChild(text);
     });
+    group.appendChild(svgEl("title"));                   // hover: the same lines as the SVG graphs' tooltips
     group.addEventListener("click", function () { if (!state.dragged) selectTensor(t.id); });
     state.nodes["t" + t.id] = {group: group, box: box};
     return group;
@@ -265,6 +277,7 @@
     TENSORS.forEach(function (t) {
       var group = state.nodes["t" + t.id].group, line = gradLine(t, step), text = group.querySelector("text.grad");
       text.textContent = line.text;
+      group.querySelector("title").textContent = t.hover.concat([gradStatus(t, step), "click for all values"]).join("\n");
       text.classList.toggle("none", line.none);
       group.classList.toggle("accumulated", !!line.accumulated);
       group.classList.toggle("grad-in", !!current && OPS[current.op].output === t.id);

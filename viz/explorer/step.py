@@ -18,7 +18,7 @@ import numpy as np
 from minigrad import autograd_steps, detect_anomaly
 
 from ..attention_graph import MASK_KINDS, run_attention_step
-from ..details import mask_kind, mask_of, mask_pattern
+from ..details import mask_kind, mask_of, mask_pattern, value_lines
 from ..graph import _collect, _kind, _parameter_names
 
 # Where a source line is shown relative to: the repository's root (transformer/..., minigrad/...).
@@ -71,7 +71,8 @@ class StepRecord:
         record = {"id": i, "name": self.name_of(tensor), "kind": _kind(tensor, self.loss),
                   "shape": list(tensor.shape), "dtype": str(tensor.dtype), "value": encode(tensor.data),
                   "op": op_of.get(id(tensor.grad_fn)), "requires_grad": tensor.requires_grad,
-                  "arrivals": [step for step, _ in arrivals]}
+                  "arrivals": [step for step, _ in arrivals],
+                  "hover": value_lines(tensor, self.name_of(tensor) or None)}   # the SVG tooltips' lines
         if arrivals:
             record["grad"] = encode(self.totals[i])
             if len(arrivals) > 1:               # the parts, to show g1 + g2 before the sum is complete
