@@ -2,7 +2,8 @@
 
 Playwright cannot download its own browsers on every machine, so it is pointed at
 Debian's ``chromium`` (``apt-get install chromium``), with a fresh profile and no
-background network. ``SKIP_REASON`` is None when a page can be opened.
+background network (``MINIGRAD_CHROMIUM=/path/to/chromium`` picks another binary).
+``SKIP_REASON`` is None when a page can be opened.
 """
 import contextlib
 import os

@@ -5,7 +5,7 @@ import sys
 import time
 
 from ..attention_graph import KINDS, find_attention_module
-from ..inputs import add_model_arguments, model_from_args, on_numpy_twins, source_ids, UNTRAINED
+from ..inputs import UNTRAINED, add_model_arguments, model_from_args, on_numpy_twins, source_ids
 from .attention_maps import attention_maps
 from .page import page_html
 from .step import explore_step
@@ -64,5 +64,6 @@ def main(argv=None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     size = os.path.getsize(path) / 1e6
-    print(f"wrote {path}  ({size:.1f} MB, in {seconds:.1f} s; open it in a browser, no server needed)")
+    print(f"wrote {path}  ({size:.1f} MB, built in {seconds:.1f} s after loading the model; "
+          "open it in a browser, no server needed)")
     return 0
