@@ -40,7 +40,7 @@ def test_mask_kinds_are_read_from_the_pattern():
     assert mask_kind(~causal_mask(5)) == "causal"
     assert mask_kind(~(causal_mask(5) & padding_mask(ids, PAD))) == "causal + padding"
     assert mask_kind(np.eye(4, dtype=bool)) == "custom"
-    assert pattern_text(~causal_mask(3)) == "·■■\n··■\n···"
+    assert pattern_text(causal_mask(3)) == "■··\n■■·\n■■■"
 
 
 def test_decoder_self_attention_shows_the_causal_mask_entering_maskedfill(tiny_model):
@@ -53,10 +53,13 @@ def test_decoder_self_attention_shows_the_causal_mask_entering_maskedfill(tiny_m
     assert "mask: causal + padding" in label and "(1, 1, 16, 16) bool" in label   # '<sos>January 5, 1845'
     cells = re.findall(r'BGCOLOR="(#[0-9a-f]+)"', label)
     assert len(cells) == 16 * 16
-    filled = np.array([c == "#343a40" for c in cells]).reshape(16, 16)
-    np.testing.assert_array_equal(filled, np.triu(np.ones((16, 16), bool), k=1))   # the future is hidden
+    dark = np.array([c == "#343a40" for c in cells]).reshape(16, 16)
+    np.testing.assert_array_equal(dark, causal_mask(16))      # the convention: dark = True = may attend
+    assert "dark = True = may attend" in label and "filled (masked out)" not in source
     tip = tooltips(source)[f"{mask_node}_mask"]
-    assert tip.splitlines()[-16] == "·" + "■" * 15 and tip.splitlines()[-1] == "·" * 16
+    assert tip.splitlines()[-16] == "■" + "·" * 15 and tip.splitlines()[-1] == "■" * 16
+    assert f"{16 * 17 // 2} of 256 entries True = may attend" in tip
+    assert "attention mask (dark = True = may attend)" in source                 # the legend
 
 
 @pytest.mark.parametrize("kind, shape", [("encoder-self", "(1, 1, 1, 12)"), ("cross", "(1, 1, 1, 12)")])
@@ -66,6 +69,19 @@ def test_padding_masks_are_labelled_with_their_kind(tiny_model, kind, shape):
 
 
 # -------------------------------------------------------------------- tooltips
+def test_tooltips_say_why_a_gradient_is_missing():
+    a = Tensor(np.array([3.0, 4.0]), requires_grad=True).named("a")
+    hidden = (a * a).named("hidden")
+    loss = hidden.sum().named("loss")
+    before = tooltips(draw_graph(loss).source)                    # drawn without backward
+    assert all("backward was not run" in tip for tip in before.values())
+    assert not any("retain_grad" in tip for tip in before.values())
+    loss.backward(retain_graph=True)
+    after = {tip.splitlines()[0]: tip for tip in tooltips(draw_graph(loss, show_grad=True).source).values()}
+    assert "‖grad‖" in after["a"]
+    assert "not kept" in after["hidden"] and ".retain_grad()" in after["hidden"]   # true: it did not retain
+
+
 def test_every_tensor_node_has_a_tooltip_with_shape_dtype_values_and_norms():
     a = Tensor(np.array([3.0, 4.0]), requires_grad=True).named("a")
     b = Tensor(np.array([1.0, 2.0, 2.0]).reshape(3, 1)).named('b "quoted" \\N')
@@ -89,7 +105,7 @@ def test_tooltips_and_mask_survive_rendering_to_svg(tmp_path, tiny_model):
     titles = [a.get("{http://www.w3.org/1999/xlink}title") for a in ET.parse(svg).iter("{http://www.w3.org/2000/svg}a")]
     weights = [t for t in titles if t and t.startswith("weights\n")]
     assert len(weights) == 1 and "shape (1, 2, 16, 16), dtype float32" in weights[0] and "‖grad‖" in weights[0]
-    assert any(t.startswith("mask of the op: causal + padding") for t in titles if t)
+    assert any(t.startswith("attention mask of the op") and "causal + padding" in t.splitlines()[0] for t in titles if t)
 
 
 # -------------------------------------------------------------------- heatmaps

@@ -7,6 +7,8 @@
     attention_graph.py  the graph of one attention step of the model (CLI: dates-attention-graph)
     backward_animation.py  the backward pass one frame per op (CLI: dates-backward-animation);
                         animation_output.py writes its frames as a GIF and an HTML slider
+    explorer/           one attention step, forward and backward, in one interactive HTML page
+                        (CLI: dates-explore; its graph laid out in the browser by vendor/dagre.min.js)
     heatmaps.py         attention-weight heatmaps per layer and head, training curves (matplotlib)
     walkthrough.py      the seed's step-by-step tables for one date (CLI: dates-explain)
     inputs.py           which model to draw (runs/dates/model.npz, a checkpoint, or an untrained one)

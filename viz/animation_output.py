@@ -87,25 +87,40 @@ def write_gif(pngs, path, frame_ms=FRAME_MS) -> str:
 HTML_PAGE = """<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>{title}</title>
 <style>
-body {{ font-family: Helvetica, Arial, sans-serif; margin: 1em; }}
-.frame {{ display: none; }} .frame.shown {{ display: block; }}
+html, body {{ margin: 0; height: 100%; font-family: Helvetica, Arial, sans-serif; }}
+body {{ display: flex; flex-direction: column; }}
+header {{ padding: 0.5em 1em; border-bottom: 1px solid #dee2e6; background: #f8f9fa; }}
+h2 {{ margin: 0 0 0.3em 0; font-size: 17px; }}
+#frames {{ flex: 1; min-height: 0; overflow: hidden; }}
+#frames.actual {{ overflow: auto; }}
+.frame {{ display: none; width: 100%; height: 100%; }} .frame.shown {{ display: block; }}
+#frames:not(.actual) .frame svg {{ width: 100%; height: 100%; }}
 .legend span {{ padding: 1px 4px; margin-right: 6px; font-size: 13px; }}
-#caption {{ font-size: 15px; margin: 0.5em 0; min-height: 2.5em; }}
-input[type=range] {{ width: 60%; vertical-align: middle; }}
+#caption {{ font-size: 15px; margin: 0.3em 0; min-height: 1.3em; }}
+input[type=range] {{ width: 50%; vertical-align: middle; }}
 </style></head><body>
+<header>
 <h2>{title}</h2>
 <div><button id="prev">&#9664;</button> <input type="range" id="step" min="1" max="{count}" value="1">
-<button id="next">&#9654;</button> <button id="play">play</button> <span id="number"></span></div>
+<button id="next">&#9654;</button> <button id="play">play</button> <span id="number"></span>
+<label><input type="checkbox" id="actual"> actual size (scrolls to the op)</label></div>
 <div id="caption"></div>
 <div class="legend"><span style="background:#ff8787">the op being processed</span>
 <span style="border:2px solid #c92a2a">its output: the gradient coming in</span>
 <span style="border:2px solid #1c7ed6">inputs it sends a gradient to</span>
 <span style="background:#ffd8a8">a tensor used more than once: ∇ = g1 + g2</span>
-&nbsp;hover a box for its values</div>
+&nbsp;hover a box for its values; ← / → step</div>
+</header>
+<div id="frames">
 {frames}
+</div>
 <script>
+// One screen: the controls stay on top and each frame is fitted to the window below them, so the
+// slider and the highlighted op are always in view ("actual size" scrolls the op into view instead).
 var captions = {captions};
-var slider = document.getElementById("step"), timer = null;
+var slider = document.getElementById("step"), play = document.getElementById("play"), timer = null;
+var frames = document.getElementById("frames");
+function stop() {{ if (timer) {{ clearInterval(timer); timer = null; }} play.textContent = "play"; }}
 function show(n) {{
   n = Math.max(1, Math.min(captions.length, n));
   slider.value = n;
@@ -114,17 +129,31 @@ function show(n) {{
   }});
   document.getElementById("caption").textContent = captions[n - 1];
   document.getElementById("number").textContent = n + " / " + captions.length;
+  var current = document.querySelector('.frame.shown [fill="#ff8787"]');
+  if (current && frames.classList.contains("actual"))
+    current.scrollIntoView({{block: "center", inline: "center"}});
 }}
-slider.oninput = function () {{ show(+slider.value); }};
-document.getElementById("prev").onclick = function () {{ show(+slider.value - 1); }};
-document.getElementById("next").onclick = function () {{ show(+slider.value + 1); }};
-document.getElementById("play").onclick = function () {{
-  if (timer) {{ clearInterval(timer); timer = null; this.textContent = "play"; return; }}
+slider.oninput = function () {{ stop(); show(+slider.value); }};
+document.getElementById("prev").onclick = function () {{ stop(); show(+slider.value - 1); }};
+document.getElementById("next").onclick = function () {{ stop(); show(+slider.value + 1); }};
+document.getElementById("actual").onchange = function () {{
+  frames.classList.toggle("actual", this.checked); show(+slider.value);
+}};
+document.addEventListener("keydown", function (event) {{
+  if (event.key == "ArrowRight") {{ stop(); show(+slider.value + 1); }}
+  if (event.key == "ArrowLeft") {{ stop(); show(+slider.value - 1); }}
+}});
+play.onclick = function () {{
+  if (timer) {{ stop(); return; }}
   this.textContent = "pause";
   if (+slider.value == captions.length) show(1);
-  timer = setInterval(function () {{ show(+slider.value + 1); }}, {frame_ms});
+  timer = setInterval(function () {{
+    show(+slider.value + 1);
+    if (+slider.value == captions.length) stop();     // the last frame: the timer ends with the pass
+  }}, {frame_ms});
 }};
 show(1);
+document.body.dataset.ready = "true";
 </script></body></html>
 """
 
@@ -141,6 +170,7 @@ def write_html(svgs, captions, path, frame_ms=FRAME_MS, title="The backward pass
 
 
 def _inline_svg(svg: str, prefix: str) -> str:
-    """dot's SVG file -> an element for inline use: no XML prologue/doctype, ids prefixed."""
+    """dot's SVG file -> an element for inline use: no XML prologue/doctype, ids prefixed, and the
+    size in pt kept only for "actual size" (CSS fits it to the window; its viewBox keeps the shape)."""
     svg = svg[svg.index("<svg"):]
     return re.sub(r'\bid="', f'id="{prefix}', svg)

@@ -16,6 +16,7 @@ the drawing holds only its tens of nodes, clustered by sub-module:
 intermediate retaining its gradient, and shows each gradient's shape and norm.
 """
 import argparse
+import contextlib
 import inspect
 import os
 import sys
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from minigrad import Tensor
+from minigrad import Tensor, detect_anomaly
 from minigrad.nn import record_scopes
 from transformer.checkpoint import CheckpointError
 from transformer.dates import DateError
@@ -109,19 +110,7 @@ def build_attention_graph(model, date="1845-01-05", kind="encoder-self", layer=0
     tensor's name, e.g. "weights") draws the graph up to that tensor instead: a
     readable thumbnail.
     """
-    name, module = find_attention_module(model, kind, layer)
-    src = source_ids(date)
-    tgt_in = decoder_input_from_reference(date)
-    call = _as_leaves(capture_attention_call(model, module, src, tgt_in))
-    was_training, was_fused = model.training, module.fused
-    model.eval()
-    module.fused = False  # draw every stage, not the one fused op
-    try:
-        with record_scopes(model):
-            output = call.run(module).named(f"{name} output")
-    finally:
-        model.train(was_training)
-        module.fused = was_fused
+    name, output = run_attention_step(model, date, kind, layer)
     root = output
     saved_grads = [(p, p.grad) for p in model.parameters()]
     if backward:
@@ -136,6 +125,27 @@ def build_attention_graph(model, date="1845-01-05", kind="encoder-self", layer=0
     title = f"one attention step: {name} on {date}" + ("\\n(" + ", ".join(notes) + ")" if notes else "")
     graph.attr(label=title, labelloc="t", fontsize="14")        # two lines keep the title narrow
     return graph, root
+
+
+def run_attention_step(model, date="1845-01-05", kind="encoder-self", layer=0, record_sources=False):
+    """(module name, output Tensor): one attention module of ``model`` run again, op by op (not
+    fused), on what it received for ``date``, inside ``record_scopes(model)``; its inputs are fresh
+    leaves that require grad. ``record_sources`` records where each op was created (``fn.created_at``,
+    file:line, as ``detect_anomaly()`` does)."""
+    name, module = find_attention_module(model, kind, layer)
+    src = source_ids(date)
+    tgt_in = decoder_input_from_reference(date)
+    call = _as_leaves(capture_attention_call(model, module, src, tgt_in))
+    was_training, was_fused = model.training, module.fused
+    model.eval()
+    module.fused = False  # draw every stage, not the one fused op
+    try:
+        with record_scopes(model), (detect_anomaly() if record_sources else contextlib.nullcontext()):
+            output = call.run(module).named(f"{name} output")
+    finally:
+        model.train(was_training)
+        module.fused = was_fused
+    return name, output
 
 
 def find_named_tensor(output: Tensor, name: str) -> Tensor:

@@ -27,7 +27,7 @@ import numpy as np
 from minigrad import Tensor, autograd_steps
 
 from .animation_output import write_animation
-from .details import first_values, norm, tooltip_text
+from .details import NOT_ARRIVED, first_values, norm, tooltip_text
 from .graph import draw_graph
 from .graph_text import escape, number, shape_text
 from .inputs import on_numpy_twins
@@ -146,7 +146,9 @@ def _tensor_decorator(arrivals, current_output, sent):
         elif key in sent_ids:
             style.update(GRAD_OUT)
         if key not in totals:
-            return dict(style, rows=['<FONT COLOR="#adb5bd">∇ not yet</FONT>'])
+            tip = [_name(tensor), f"shape {shape_text(tensor.shape)}, dtype {tensor.dtype}", NOT_ARRIVED,
+                   f"value {first_values(tensor.data)}"]
+            return dict(style, rows=['<FONT COLOR="#adb5bd">∇ not yet</FONT>'], tooltip=tooltip_text("\n".join(tip)))
         total, uses = totals[key], counts[key]
         after_hook = " after hook" if key in hooked else ""
         text = f"∇{after_hook} {_short(total)}"

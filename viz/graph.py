@@ -14,7 +14,8 @@ Legend (also drawn in the picture, in the "legend" box):
   box, green, bold    the tensor the graph was drawn from (the output)
   ellipse, orange     an op (its Function's name: MatMul, Softmax, ...)
   edge label 0, 1     which argument of the op the tensor is (so Sub and MatMul read right)
-  box, lilac, dashed  the boolean mask a MaskedFill (or Where) keeps, with its pattern (edge "mask")
+  box, lilac, dashed  the boolean mask a MaskedFill (or Where) keeps, with its pattern (edge "mask"):
+                      MaskedFill's as the attention mask, dark = True = may attend
 
 Hovering over a node of the rendered SVG shows its tooltip: shape, dtype, the
 first values and the norms of the value and the gradient (``details.py``).
@@ -58,7 +59,7 @@ LEGEND_ROWS = [
     ("intermediate", "intermediate tensor"),
     ("output", "output"),
     ("op", "op (edge label = argument index)"),
-    ("mask", "boolean mask an op keeps (dark = True)"),
+    ("mask", "attention mask (dark = True = may attend)"),
 ]
 
 
@@ -192,7 +193,7 @@ def draw_graph(output, params=None, show_grad=False, show_values=False, cluster_
         name = names.get(id(tensor)) or _default_name(tensor, kind)
         label = _tensor_label(tensor, kind, name, show_grad, show_values)
         scope = _node_scope(tensor, kind, names, consumer_scope)
-        style = dict(STYLES[kind], tooltip=tensor_tooltip(tensor, name))
+        style = dict(STYLES[kind], tooltip=tensor_tooltip(tensor, name, backward_ran=show_grad))
         label, style = _decorated(label, style, decorate_tensor and decorate_tensor(tensor))
         placement.add_node(scope, ids[id(tensor)], label, style)
 

@@ -1,0 +1,187 @@
+"""dates-explore's page in a real browser (headless Chromium): it loads cleanly, and what it shows
+equals what the engine computes, found independently of the page's own data."""
+import numpy as np
+import pytest
+
+from chromium import SKIP_REASON, open_page
+from minigrad import autograd_steps
+from viz.attention_graph import find_named_tensor, run_attention_step
+from viz.explorer.cli import write_explorer
+from viz.inputs import decoder_input_from_reference, load_or_create_model, token_labels
+
+pytestmark = pytest.mark.skipif(SKIP_REASON is not None, reason=str(SKIP_REASON))
+
+DATE, KIND, LAYER = "1845-01-05", "decoder-self", 0
+
+
+@pytest.fixture(scope="module")
+def model():
+    return load_or_create_model(None, seed=0)          # the default shape, untrained
+
+
+@pytest.fixture(scope="module")
+def explorer(model, tmp_path_factory):
+    """One page for the whole module (starting a browser is the slow part)."""
+    path = tmp_path_factory.mktemp("explore") / "explorer.html"
+    write_explorer(model, str(path), DATE, KIND, LAYER, trained=False, check=True)
+    with open_page(path) as opened:
+        yield opened
+
+
+@pytest.fixture(scope="module")
+def engine(model):
+    """The same step computed again, outside the page: its loss, the engine's order and gradients."""
+    _, output = run_attention_step(model, DATE, KIND, LAYER)
+    loss = output.sum()
+    stack, seen = [loss], set()
+    while stack:                                        # every intermediate keeps its gradient
+        t = stack.pop()
+        if id(t) not in seen and t.grad_fn is not None:
+            seen.add(id(t))
+            t.retain_grad()
+            stack.extend(t.grad_fn.inputs)
+    params = {id(p): p.grad for p in model.parameters()}
+    order = [(s.fn.name, s.tensor.name) for s in autograd_steps(loss, retain_graph=True)]
+    weight = dict(model.named_parameters())[f"decoder.layers.{LAYER}.self_attn.w_qkv.weight"]
+    grads = {"weights": find_named_tensor(loss, "weights").grad, "qkv": find_named_tensor(loss, "qkv").grad,
+             "w_qkv.weight": weight.grad.copy()}
+    for p in model.parameters():
+        p.grad = params[id(p)]
+    return {"loss": loss, "order": order, "grads": grads}
+
+
+def set_step(page, number):
+    page.evaluate("n => { const s = document.getElementById('step'); s.value = n; "
+                  "s.dispatchEvent(new Event('input')); }", number)
+
+
+def table_values(page, view):
+    """{flat index: value} of the numbers table in the panel's ``view`` (value-view, grad-view)."""
+    cells = page.query_selector_all(f"#{view} td[data-value]")
+    return {int(c.get_attribute("data-index")): float(c.get_attribute("data-value")) for c in cells}
+
+
+def test_page_loads_without_console_errors(explorer):
+    page = explorer.page
+    assert explorer.errors == []
+    assert "untrained model" in page.title()
+    assert page.locator("g.node.tensor").count() > 20 and page.locator("g.node.op").count() > 15
+    for name in ("Q", "K", "V", "scores", "weights", f"decoder.layers.{LAYER}.self_attn.w_qkv.weight"):
+        assert page.locator(f'g.node.tensor[data-name="{name}"]').count() == 1, name
+
+
+def test_clicking_scores_shows_its_shape_and_the_models_values(explorer, engine):
+    page = explorer.page
+    page.click('g.node.tensor[data-name="scores"]')
+    scores = find_named_tensor(engine["loss"], "scores").data
+    assert page.text_content("#detail-name") == "scores"
+    assert page.text_content("#detail-shape") == "(" + ", ".join(map(str, scores.shape)) + ")"
+    shown = table_values(page, "value-view")
+    assert len(shown) >= 25
+    flat = scores.reshape(-1)
+    for index, value in shown.items():
+        assert value == float(flat[index]), index          # float32 -> text -> float: exact
+    assert page.text_content(".op-section .source").startswith("created at transformer/attention.py:")
+    assert "minigrad/" in page.text_content(".op-section .defined")
+    assert "q @ k.swapaxes(-1, -2)" in page.text_content(".op-section code")
+    assert explorer.errors == []
+
+
+def test_arrow_keys_step_through_backward_in_the_engines_order(explorer, engine):
+    page = explorer.page
+    set_step(page, 0)
+    graph = page.locator("#graph-svg").bounding_box()
+    for number, (op_name, output_name) in enumerate(engine["order"], start=1):
+        page.keyboard.press("ArrowRight")
+        current = page.locator("g.node.op.current")
+        assert current.count() == 1
+        assert current.get_attribute("data-op") == op_name, number
+        assert page.input_value("#step") == str(number)
+        if output_name:
+            assert page.locator("g.node.tensor.grad-in").get_attribute("data-name") == output_name
+        box = current.bounding_box()            # the highlighted op is panned into view
+        assert graph["x"] <= box["x"] and box["x"] + box["width"] <= graph["x"] + graph["width"], number
+        assert graph["y"] <= box["y"] and box["y"] + box["height"] <= graph["y"] + graph["height"], number
+    assert page.locator("#prev").is_visible() and page.locator("#step").is_visible()
+    page.keyboard.press("ArrowLeft")
+    assert page.input_value("#step") == str(len(engine["order"]) - 1)
+    for focused in ("#step", "#check-toggle"):     # one step per key, wherever the focus is
+        page.focus(focused)
+        page.keyboard.press("ArrowLeft")
+    assert page.input_value("#step") == str(len(engine["order"]) - 3)
+    assert explorer.errors == []
+
+
+@pytest.mark.parametrize("name, key", [("weights", "weights"), ("qkv", "qkv"),
+                                       (f"decoder.layers.{LAYER}.self_attn.w_qkv.weight", "w_qkv.weight")])
+def test_gradient_panel_shows_the_engines_gradient(explorer, engine, name, key):
+    page = explorer.page
+    set_step(page, 0)
+    page.click(f'g.node.tensor[data-name="{name}"]')
+    assert "backward has not started" in page.text_content("#grad-status")
+    hover = page.text_content(f'g.node.tensor[data-name="{name}"] > title')
+    assert hover.startswith(f"{name}\nshape ") and "∇: backward has not started" in hover
+    set_step(page, len(engine["order"]))
+    shown = table_values(page, "grad-view")
+    flat = engine["grads"][key].reshape(-1)
+    assert "‖grad‖ " in page.text_content(f'g.node.tensor[data-name="{name}"] > title')
+    assert len(shown) >= 6
+    for index, value in shown.items():
+        assert value == float(flat[index]), index
+
+
+def test_a_tensor_used_three_times_shows_its_parts_adding_up(explorer, engine):
+    page = explorer.page
+    set_step(page, len(engine["order"]))
+    node = page.locator('g.node.tensor[data-name="qkv"]')
+    assert "g1 + g2 + g3" in node.text_content()          # Q, K and V are three slices of qkv
+    page.click('g.node.tensor[data-name="qkv"]')
+    assert page.text_content("#grad-status").startswith("∇ = g1 + g2 + g3")
+
+
+def test_heatmap_cell_under_the_pointer_names_its_characters(explorer):
+    page = explorer.page
+    page.select_option("#att-module", label=f"{KIND}, layer {LAYER} (the graph's)")
+    characters = token_labels(decoder_input_from_reference(DATE))
+    canvas = page.locator("#att-canvas").bounding_box()
+    rows = cols = len(characters)
+    for query, key in [(1, 0), (5, 3), (rows - 1, cols - 2)]:
+        page.mouse.move(canvas["x"] + (key + 0.5) * canvas["width"] / cols,
+                        canvas["y"] + (query + 0.5) * canvas["height"] / rows)
+        hover = page.locator("#att-hover")
+        assert hover.get_attribute("data-query") == characters[query]
+        assert hover.get_attribute("data-key") == characters[key]
+        assert f"query {query} '{characters[query]}' → key {key} '{characters[key]}'" in hover.text_content()
+        assert ("(may attend)" in hover.text_content()) == (key <= query)     # causal: True = may attend
+
+
+def test_check_overlay_colours_each_parameter_by_its_finite_difference_check(explorer):
+    page = explorer.page
+    name = f"decoder.layers.{LAYER}.self_attn.w_o.weight"
+    node = page.locator(f'g.node.tensor[data-name="{name}"]')
+    assert "check-ok" not in node.get_attribute("class")
+    page.check("#check-toggle")
+    assert page.locator("g.node.tensor.check-ok").count() == 5      # w_qkv, w_o (weight and bias), x
+    assert page.locator("g.node.tensor.check-bad").count() == 0
+    page.click(f'g.node.tensor[data-name="{name}"]')
+    rows = page.query_selector_all(".check-section tr")
+    assert len(rows) == 1 + 6 + 1                    # header, six elements, one random direction
+    backward, numeric = (float(c.text_content()) for c in rows[-1].query_selector_all("td"))
+    assert abs(backward - numeric) <= 1e-3 * abs(numeric)
+    page.uncheck("#check-toggle")
+    assert page.locator("g.node.tensor.check-ok").count() == 0
+
+
+def test_the_scores_heatmap_names_the_query_and_key_of_a_cell(explorer):
+    page = explorer.page
+    page.click('g.node.tensor[data-name="scores"]')
+    characters = token_labels(decoder_input_from_reference(DATE))
+    canvas = page.locator("#value-view canvas")
+    heatmap = canvas.bounding_box()
+    rows, cols = 4 * len(characters), len(characters)             # (1, heads, queries, keys): heads x queries rows
+    head, query, key = 2, 5, 3
+    canvas.hover(position={"x": (key + 0.5) * heatmap["width"] / cols,       # scrolls the point into view
+                           "y": (head * len(characters) + query + 0.5) * heatmap["height"] / rows})
+    text = page.text_content("#value-view .hover")
+    assert text.startswith(f"[0, {head}, {query}, {key}] = ")
+    assert f"query {query} '{characters[query]}' → key {key} '{characters[key]}'" in text

@@ -1,0 +1,69 @@
+"""The command line of ``dates-explore`` (see the package docstring)."""
+import argparse
+import os
+import sys
+import time
+
+from ..attention_graph import KINDS, find_attention_module
+from ..inputs import UNTRAINED, add_model_arguments, model_from_args, on_numpy_twins, source_ids
+from .attention_maps import attention_maps
+from .page import page_html
+from .step import explore_step
+
+
+def build_page_data(model, date, kind, layer, check=True) -> dict:
+    """Everything the page shows for one date: the step, every module's attention, the check."""
+    record = explore_step(model, date, kind, layer)
+    data = {"date": date, "step": record.to_json(), "attention": attention_maps(model, date)}
+    if check:
+        from .check import TOLERANCE, check_gradients
+        data["check"] = check_gradients(model, date, kind, layer, record)
+        data["check_tolerance"] = TOLERANCE
+    return data
+
+
+def page_title(module_name, date, trained) -> str:
+    return f"one attention step: {module_name} on {date}" + ("" if trained else f" ({UNTRAINED})")
+
+
+def write_explorer(model, out, date="1845-01-05", kind="encoder-self", layer=0, trained=True, check=True) -> str:
+    """Write the page to ``out`` (a path ending in .html) and return the path."""
+    name, _ = find_attention_module(model, kind, layer)
+    page = page_html(build_page_data(model, date, kind, layer, check), page_title(name, date, trained))
+    if os.path.dirname(out):
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "w", encoding="utf-8") as f:
+        f.write(page)
+    return out
+
+
+@on_numpy_twins
+def main(argv=None) -> int:
+    from transformer.checkpoint import CheckpointError
+    from transformer.dates import DateError
+
+    parser = argparse.ArgumentParser(prog="dates-explore", description="One attention step of the date model, "
+                                     "forward and backward, in one self-contained HTML page.")
+    add_model_arguments(parser)
+    parser.add_argument("--kind", choices=KINDS, default="decoder-self", help="which attention (default: %(default)s)")
+    parser.add_argument("--layer", type=int, default=0, help="layer index, from 0 (default: %(default)s)")
+    parser.add_argument("--out", default=os.path.join("runs", "viz", "explorer.html"),
+                        help="the HTML file to write (default: %(default)s)")
+    parser.add_argument("--no-check", action="store_true",
+                        help="skip the finite-difference check of the gradients (its overlay is then off)")
+    args = parser.parse_args(argv)
+    try:
+        source_ids(args.date)              # a bad date fails before a model is built or announced
+        chosen = model_from_args(args)
+        find_attention_module(chosen.model, args.kind, args.layer)
+        start = time.perf_counter()
+        path = write_explorer(chosen.model, args.out, args.date, args.kind, args.layer, chosen.trained,
+                              check=not args.no_check)
+        seconds = time.perf_counter() - start
+    except (DateError, ValueError, OSError, CheckpointError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    size = os.path.getsize(path) / 1e6
+    print(f"wrote {path}  ({size:.1f} MB, built in {seconds:.1f} s after loading the model; "
+          "open it in a browser, no server needed)")
+    return 0
