@@ -46,9 +46,14 @@ def register_hook(tensor, hook) -> RemovableHandle:
     return RemovableHandle(tensor._hooks, key)
 
 
-def run_hooks(tensor, grad: np.ndarray) -> np.ndarray:
-    """The gradient after every hook of ``tensor`` has seen (and maybe replaced) it."""
+def run_hooks(tensor, grad):
+    """The gradient after every hook of ``tensor`` has seen (and maybe replaced) it.
+
+    Under ``backward(create_graph=True)`` the gradient is a Tensor in a graph: the
+    hook gets it as it is and a Tensor it returns stays in the graph (PyTorch's rule)."""
     from .tensor import Tensor
+    if isinstance(grad, Tensor):
+        return _run_hooks_on_tensor(tensor, grad)
     for hook in list(tensor._hooks.values()):
         result = hook(Tensor._from_op(grad.copy(), None))
         if result is None:
@@ -58,4 +63,18 @@ def run_hooks(tensor, grad: np.ndarray) -> np.ndarray:
             raise ValueError(f"hook {getattr(hook, '__name__', hook)} returned a gradient of shape "
                              f"{replacement.shape} for a tensor of shape {grad.shape}; it must keep the shape")
         grad = replacement.astype(grad.dtype, copy=False)
+    return grad
+
+
+def _run_hooks_on_tensor(tensor, grad):
+    from .tensor import as_tensor
+    for hook in list(tensor._hooks.values()):
+        result = hook(grad)
+        if result is None:
+            continue
+        replacement = as_tensor(result)
+        if replacement.shape != grad.shape:
+            raise ValueError(f"hook {getattr(hook, '__name__', hook)} returned a gradient of shape "
+                             f"{replacement.shape} for a tensor of shape {grad.shape}; it must keep the shape")
+        grad = replacement if replacement.dtype == grad.dtype else replacement.astype(grad.dtype)
     return grad
