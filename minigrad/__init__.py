@@ -12,8 +12,9 @@
     optim.py      SGD, Adam, warm-up schedules, gradient clipping
     gradcheck.py  finite-difference checks: gradcheck, gradgradcheck, jvpcheck
     forward_ad.py forward mode: dual_level, make_dual, unpack_dual
+    func.py       grad, vjp, jvp, jacrev, jacfwd, hessian (torch.func's names)
 """
-from . import autograd, forward_ad, functional, kernels, nn, optim
+from . import autograd, forward_ad, func, functional, kernels, nn, optim
 from .anomaly import AnomalyError, detect_anomaly
 from .autograd import BackwardStep, autograd_steps
 from .grad_mode import enable_grad, is_grad_enabled, no_grad
@@ -23,7 +24,7 @@ from .rng import get_rng_state, manual_seed, set_rng_state
 from .tensor import Tensor
 
 __all__ = ["Tensor", "no_grad", "enable_grad", "is_grad_enabled", "gradcheck", "GradcheckError",
-           "gradgradcheck", "jvpcheck", "autograd", "forward_ad",
+           "gradgradcheck", "jvpcheck", "autograd", "forward_ad", "func",
            "autograd_steps", "BackwardStep", "detect_anomaly", "AnomalyError",
            "concatenate", "stack", "where", "manual_seed", "get_rng_state", "set_rng_state",
            "functional", "nn", "optim", "kernels"]
