@@ -52,7 +52,7 @@ def autograd_steps(root, grad=None, retain_graph=False, create_graph=False):
     recorded as ops of its own (see ``function.py``), so they can be
     differentiated again; the steps then hold Tensors instead of arrays.
     """
-    return _steps((root,), (grad,), retain_graph, create_graph)
+    yield from _steps((root,), (grad,), retain_graph, create_graph)
 
 
 def backward(root, grad=None, retain_graph=False, create_graph=False):
@@ -122,10 +122,14 @@ def _steps(roots, grads, retain_graph, create_graph, captured=None):
     if captured is not None:
         order, ends = _on_paths_to(order, captured)
     if tensor_mode:
-        with (grad_mode.enable_grad() if create_graph else grad_mode.no_grad()):
-            yield from _run(order, pending, retain_graph, True, captured, ends)
-    else:
-        yield from _run(order, pending, retain_graph, False, captured, ends)
+        return _recording(create_graph, _run(order, pending, retain_graph, True, captured, ends))
+    return _run(order, pending, retain_graph, False, captured, ends)
+
+
+def _recording(create_graph, steps):
+    """``steps`` run with grad mode on (the backward is recorded) or off (tangents only)."""
+    with (grad_mode.enable_grad() if create_graph else grad_mode.no_grad()):
+        yield from steps
 
 
 def _run(order, pending, retain_graph, tensor_mode, captured=None, ends=()):
@@ -142,7 +146,7 @@ def _run(order, pending, retain_graph, tensor_mode, captured=None, ends=()):
                 captured[id(tensor)] = g
         elif fn is None or tensor._retains_grad:
             _accumulate(tensor, g, tensor_mode)
-        if fn is None or id(tensor) in ends:
+        if fn is None or (ends and id(tensor) in ends):
             continue
         if inplace.clock != fn.recorded_at:     # something was changed in place after this op ran
             _check_saved_inputs_unchanged(fn)
@@ -268,7 +272,7 @@ def _reverse_topological_order(roots, stop=()) -> list:
         visited.add(id(tensor))
         stack.append((tensor, True))
         fn = tensor.grad_fn
-        if fn is None or id(tensor) in stop:
+        if fn is None or (stop and id(tensor) in stop):
             continue
         if fn.released:
             raise RuntimeError(

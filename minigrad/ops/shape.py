@@ -46,7 +46,7 @@ class Transpose(Function):
         return a.transpose(self.axes)
 
     def backward(self, grad):
-        return grad.transpose(tuple(np.argsort(self.axes).tolist()))
+        return grad.transpose(np.argsort(self.axes).tolist())
 
     def jvp(self, tangent):
         return tangent.transpose(self.axes)
