@@ -291,6 +291,15 @@ def test_forward_ad_errors():
             forward_ad.make_dual(Tensor([1.0, 2.0]), Tensor([1.0]))
 
 
+def test_in_place_update_of_a_dual_tensor_updates_its_tangent():
+    with forward_ad.dual_level():
+        x = forward_ad.make_dual(Tensor(np.array([1.0, 2.0])), Tensor(np.array([1.0, 1.0])))
+        y = Tensor(np.array([5.0, 5.0]))
+        y += x * x
+        y *= 3.0
+        np.testing.assert_allclose(forward_ad.unpack_dual(y).tangent.numpy(), 3 * 2 * np.array([1.0, 2.0]))
+
+
 def test_nested_levels_do_not_confuse_their_perturbations():
     # d/dx [x * (d/dy (x + y) at y = 1)] at x = 1 is 1; mixing the levels gives 2
     with forward_ad.dual_level():
