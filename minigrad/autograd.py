@@ -132,13 +132,13 @@ def _recording(create_graph, steps):
         yield from steps
 
 
-def _run(order, pending, retain_graph, tensor_mode, captured=None, ends=()):
+def _run(order, pending, retain_graph, tensor_mode, captured=None, ends=(), hooks_at_ends=True):
     checking = anomaly.is_enabled()
     for tensor in order:
         g = pending.pop(id(tensor), None)
         if g is None:
             continue
-        if tensor._hooks:
+        if tensor._hooks and (hooks_at_ends or id(tensor) not in ends):
             g = hooks.run_hooks(tensor, g)
         fn = tensor.grad_fn
         if captured is not None:
@@ -204,7 +204,8 @@ def _backward_through_composition(fn, g):
     with grad_mode.enable_grad():
         twin = fn.composition(*fn.inputs, **fn.options)
         order, ends = _on_paths_to(_reverse_topological_order((twin,), stop), captured)
-        for _ in _run(order, {id(twin): g}, True, True, captured, ends):
+        # the inputs' own hooks run once, in the outer pass, not here as well
+        for _ in _run(order, {id(twin): g}, True, True, captured, ends, hooks_at_ends=False):
             pass
     return tuple(captured.get(id(inp)) if need else None for inp, need in zip(fn.inputs, fn.needs_input_grad))
 

@@ -51,28 +51,16 @@ def run_hooks(tensor, grad):
 
     Under ``backward(create_graph=True)`` the gradient is a Tensor in a graph: the
     hook gets it as it is and a Tensor it returns stays in the graph (PyTorch's rule)."""
-    from .tensor import Tensor
-    if isinstance(grad, Tensor):
-        return _run_hooks_on_tensor(tensor, grad)
+    from .tensor import Tensor, as_tensor
+    in_graph = isinstance(grad, Tensor)
     for hook in list(tensor._hooks.values()):
-        result = hook(Tensor._from_op(grad.copy(), None))
+        result = hook(grad if in_graph else Tensor._from_op(grad.copy(), None))
         if result is None:
             continue
-        replacement = np.asarray(result.data if isinstance(result, Tensor) else result)
-        if replacement.shape != grad.shape:
-            raise ValueError(f"hook {getattr(hook, '__name__', hook)} returned a gradient of shape "
-                             f"{replacement.shape} for a tensor of shape {grad.shape}; it must keep the shape")
-        grad = replacement.astype(grad.dtype, copy=False)
-    return grad
-
-
-def _run_hooks_on_tensor(tensor, grad):
-    from .tensor import as_tensor
-    for hook in list(tensor._hooks.values()):
-        result = hook(grad)
-        if result is None:
-            continue
-        replacement = as_tensor(result)
+        if in_graph:
+            replacement = as_tensor(result)
+        else:
+            replacement = np.asarray(result.data if isinstance(result, Tensor) else result)
         if replacement.shape != grad.shape:
             raise ValueError(f"hook {getattr(hook, '__name__', hook)} returned a gradient of shape "
                              f"{replacement.shape} for a tensor of shape {grad.shape}; it must keep the shape")

@@ -260,6 +260,15 @@ class _FusedSquareSum(Function):
         return (a * a).sum() * scale
 
 
+def test_a_hook_on_a_fused_ops_input_runs_once_per_pass():
+    x = leaf([0.5, -1.0])
+    calls = []
+    x.register_hook(lambda g: calls.append(1))
+    g, = autograd.grad(_FusedSquareSum.apply(x, scale=2.0), x, create_graph=True)
+    assert len(calls) == 1
+    np.testing.assert_allclose(g.detach().numpy(), 4 * x.data)
+
+
 def test_a_fused_op_is_differentiated_through_its_composition():
     args = [leaf([0.5, -1.0, 2.0])]
     fn = lambda a: _FusedSquareSum.apply(a.tanh(), scale=3.0)   # noqa: E731
