@@ -105,8 +105,8 @@ def propagate(fn, inputs, output, options):
     from .function import Function, with_saved_tensors
     from .tensor import Tensor
     levels = [lv for lv in active_levels if any(tangent_of(t, lv) is not None for t in inputs)]
-    if not levels:
-        return
+    if not levels or output.dtype.kind != "f":
+        return      # integer and boolean results (a cast to int, argmax-like ops) carry no tangent
     if type(fn).jvp is Function.jvp and fn.composition is not None:
         # A fused op: its composition's named ops carry every level's tangent.
         twin = fn.composition(*inputs, **options)

@@ -121,11 +121,17 @@ def with_saved_tensors(fn, inputs, output):
     """
     view = object.__new__(type(fn))
     view.__dict__.update(fn.__dict__)
-    by_array = {id(t.data): t for t in inputs}
-    by_array[id(output.data)] = output
+    by_array, shared = {}, set()
+    for t in (*inputs, output):
+        if by_array.setdefault(id(t.data), t) is not t:
+            shared.add(id(t.data))      # two tensors on one array (x and x.detach()): which was saved?
     for name, value in fn.__dict__.items():
         if not isinstance(value, (np.ndarray, np.generic)) or value.dtype.kind != "f" or name in fn.saved_constants:
             continue
+        if id(value) in shared:
+            raise RuntimeError(f"{fn.name}: two of its tensors share one array (e.g. x and x.detach()), so it "
+                               "cannot tell which one its saved values belong to; differentiate twice through "
+                               "a copy instead, e.g. Tensor(x.detach().numpy().copy())")
         tensor = by_array.get(id(value))
         if tensor is None and isinstance(value, np.generic) and output.ndim == 0 and value == output.data:
             tensor = output      # a 0-d result is a numpy scalar until apply makes it an array

@@ -245,6 +245,22 @@ def test_a_saved_intermediate_is_refused_rather_than_treated_as_a_constant():
         autograd.grad(_DerivedSaved.apply(x).sum(), x, create_graph=True)
 
 
+def test_a_detached_twin_sharing_the_array_is_refused_not_guessed():
+    x = leaf([1.0, 2.0])
+    out = (x.detach() * x).sum()       # d/dx = x (constant): the second derivative is 0, not 1
+    with pytest.raises(RuntimeError, match="share one array"):
+        autograd.grad(out, x, create_graph=True)
+    x2 = leaf([1.0, 2.0])
+    g, = autograd.grad((Tensor(x2.detach().numpy().copy()) * x2).sum(), x2, create_graph=True)
+    assert not g.requires_grad      # through a copy: the gradient is a constant, as it should be
+
+
+def test_a_cast_to_integers_carries_no_tangent():
+    with forward_ad.dual_level():
+        dual = forward_ad.make_dual(Tensor(np.array([1.5, 2.5])), Tensor(np.array([1.0, 1.0])))
+        assert forward_ad.unpack_dual(dual.astype(np.int64)).tangent is None
+
+
 class _FusedSquareSum(Function):
     """A fused op: numpy forward/backward of its own, and the composition it equals."""
 
