@@ -1,7 +1,7 @@
 """minigrad: a small, readable reverse-mode autograd engine with Numba kernels.
 
     tensor.py     Tensor (its numpy interop in interop.py, += and friends in inplace.py)
-    autograd.py   the backward pass, as one generator (autograd_steps)
+    autograd.py   the backward pass, as one generator (autograd_steps); grad()
     hooks.py      Tensor.register_hook
     anomaly.py    detect_anomaly(): find the op whose backward makes NaN/inf
     function.py   the op base class and the central un-broadcast
@@ -10,18 +10,21 @@
     functional.py softmax, cross_entropy, layer_norm, dropout, ...
     nn.py         Module, Parameter, Linear, LayerNorm, Dropout, Embedding
     optim.py      SGD, Adam, warm-up schedules, gradient clipping
-    gradcheck.py  finite-difference gradient checks
+    gradcheck.py  finite-difference checks: gradcheck, gradgradcheck, jvpcheck
+    forward_ad.py forward mode: dual_level, make_dual, unpack_dual
+    func.py       grad, vjp, jvp, jacrev, jacfwd, hessian (torch.func's names)
 """
-from . import functional, kernels, nn, optim
+from . import autograd, forward_ad, func, functional, kernels, nn, optim
 from .anomaly import AnomalyError, detect_anomaly
 from .autograd import BackwardStep, autograd_steps
 from .grad_mode import enable_grad, is_grad_enabled, no_grad
-from .gradcheck import GradcheckError, gradcheck
+from .gradcheck import GradcheckError, gradcheck, gradgradcheck, jvpcheck
 from .ops import concatenate, stack, where
 from .rng import get_rng_state, manual_seed, set_rng_state
 from .tensor import Tensor
 
 __all__ = ["Tensor", "no_grad", "enable_grad", "is_grad_enabled", "gradcheck", "GradcheckError",
+           "gradgradcheck", "jvpcheck", "autograd", "forward_ad", "func",
            "autograd_steps", "BackwardStep", "detect_anomaly", "AnomalyError",
            "concatenate", "stack", "where", "manual_seed", "get_rng_state", "set_rng_state",
            "functional", "nn", "optim", "kernels"]

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, NamedTuple, Optional, Tuple
 
 import numpy as np
 
-from . import anomaly, hooks, inplace
-from .function import Function, unbroadcast
+from . import anomaly, forward_ad, grad_mode, hooks, inplace
+from .function import Function, unbroadcast, with_saved_tensors
 
 if TYPE_CHECKING:
     from .tensor import Tensor
@@ -37,35 +37,120 @@ class BackwardStep(NamedTuple):
     input_grads: Tuple[Optional[np.ndarray], ...]
 
 
-def autograd_steps(root, grad=None, retain_graph=False):
+def autograd_steps(root, grad=None, retain_graph=False, create_graph=False):
     """Run backward from ``root``, yielding a ``BackwardStep`` per op, in order.
 
-    Exactly what ``root.backward(grad, retain_graph)`` does: leaves (and
-    tensors that called ``retain_grad()``) accumulate ``.grad``; hooks
+    Exactly what ``root.backward(grad, retain_graph, create_graph)`` does: leaves
+    (and tensors that called ``retain_grad()``) accumulate ``.grad``; hooks
     registered with ``register_hook`` run on each tensor's gradient before it
     is used; under ``detect_anomaly()`` the first NaN or inf raises. Unless
     ``retain_graph``, each op's saved arrays are freed once its step has been
     yielded (so look at ``step.fn`` during the step, not after the loop).
     Stopping the iteration early stops the pass: later ops give no gradients.
+
+    With ``create_graph`` the gradients are Tensors and every op's backward is
+    recorded as ops of its own (see ``function.py``), so they can be
+    differentiated again; the steps then hold Tensors instead of arrays.
     """
-    pending = {id(root): _initial_grad(root, grad)}   # gradients waiting to flow further down
+    yield from _steps((root,), (grad,), retain_graph, create_graph)
+
+
+def backward(root, grad=None, retain_graph=False, create_graph=False):
+    """Exhaust ``autograd_steps`` (this is ``Tensor.backward``)."""
+    for _ in _steps((root,), (grad,), retain_graph, create_graph):
+        pass
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=False):
+    """The gradients of ``outputs`` with respect to ``inputs``, as a tuple of Tensors.
+
+    PyTorch's ``torch.autograd.grad``: nothing is added to any ``.grad``; only the
+    part of the graph between the outputs and the inputs runs (hooks included).
+    ``grad_outputs`` are the gradients flowing into the outputs (default 1 for
+    one-element outputs). With ``create_graph=True`` the results are Tensors in a
+    graph, differentiable again (Hessian-vector products, gradient penalties);
+    ``retain_graph`` defaults to ``create_graph``. An input the outputs do not
+    depend on raises unless ``allow_unused=True``, which gives None for it.
+    """
+    from .tensor import Tensor
+    outputs = (outputs,) if isinstance(outputs, Tensor) else tuple(outputs)
+    inputs = (inputs,) if isinstance(inputs, Tensor) else tuple(inputs)
+    if grad_outputs is None or isinstance(grad_outputs, (Tensor, np.ndarray)):
+        grad_outputs = (grad_outputs,) * len(outputs) if grad_outputs is None else (grad_outputs,)
+    grad_outputs = tuple(grad_outputs)
+    if len(grad_outputs) != len(outputs):
+        raise ValueError(f"grad(): {len(outputs)} output(s) but {len(grad_outputs)} grad_outputs; give one per output")
+    for i, x in enumerate(inputs):
+        if not isinstance(x, Tensor) or not x.requires_grad:
+            raise RuntimeError(f"grad(): input {i} does not require grad, so it has no gradient "
+                               "(create it with requires_grad=True)")
+    captured = {id(x): None for x in inputs}
+    retain = create_graph if retain_graph is None else retain_graph
+    for _ in _steps(outputs, grad_outputs, retain, create_graph, captured):
+        pass
+    results = []
+    for i, x in enumerate(inputs):
+        g = captured[id(x)]
+        if g is None:
+            if not allow_unused:
+                raise RuntimeError(f"grad(): input {i} (shape {x.shape}) was not used to compute the outputs; "
+                                   "pass allow_unused=True to get None for it")
+            results.append(None)
+            continue
+        if not isinstance(g, Tensor):
+            g = Tensor._from_op(g.astype(x.dtype, copy=False), None)
+        elif g.dtype != x.dtype:
+            g = g.astype(x.dtype)
+        results.append(g)
+    return tuple(results)
+
+
+def _steps(roots, grads, retain_graph, create_graph, captured=None):
+    """The backward pass from ``roots``. ``captured`` (``{id(tensor): None}``) is
+    ``grad()``'s: the gradients of those tensors are stored there instead of in
+    any ``.grad``, and only ops on a path to them run.
+
+    Inside a forward-AD level the gradients are Tensors too (without a graph
+    unless ``create_graph``), so tangents flow through the backward pass."""
+    tensor_mode = create_graph or bool(forward_ad.active_levels)
+    pending = {}
+    for root, g in zip(roots, grads):
+        g = _initial_grad(root, g, tensor_mode)
+        previous = pending.get(id(root))
+        pending[id(root)] = g if previous is None else previous + g
+    order, ends = _reverse_topological_order(roots), ()
+    if captured is not None:
+        order, ends = _on_paths_to(order, captured)
+    if tensor_mode:
+        return _recording(create_graph, _run(order, pending, retain_graph, True, captured, ends))
+    return _run(order, pending, retain_graph, False, captured, ends)
+
+
+def _recording(create_graph, steps):
+    """``steps`` run with grad mode on (the backward is recorded) or off (tangents only)."""
+    with (grad_mode.enable_grad() if create_graph else grad_mode.no_grad()):
+        yield from steps
+
+
+def _run(order, pending, retain_graph, tensor_mode, captured=None, ends=(), hooks_at_ends=True):
     checking = anomaly.is_enabled()
-    for tensor in _reverse_topological_order(root):
+    for tensor in order:
         g = pending.pop(id(tensor), None)
         if g is None:
             continue
-        if tensor._hooks:
+        if tensor._hooks and (hooks_at_ends or id(tensor) not in ends):
             g = hooks.run_hooks(tensor, g)
         fn = tensor.grad_fn
-        if fn is None or tensor._retains_grad:
-            # Copy: the same array may also flow to another input (e.g. a + b).
-            g_own = g.astype(tensor.dtype, copy=True)
-            tensor.grad = g_own if tensor.grad is None else tensor.grad + g_own
-        if fn is None:
+        if captured is not None:
+            if id(tensor) in captured:
+                captured[id(tensor)] = g
+        elif fn is None or tensor._retains_grad:
+            _accumulate(tensor, g, tensor_mode)
+        if fn is None or (ends and id(tensor) in ends):
             continue
         if inplace.clock != fn.recorded_at:     # something was changed in place after this op ran
             _check_saved_inputs_unchanged(fn)
-        input_grads = fn.backward(g)
+        input_grads = _differentiable_backward(fn, tensor, g) if tensor_mode else fn.backward(g)
         if not isinstance(input_grads, tuple):
             input_grads = (input_grads,)
         aligned = []
@@ -81,20 +166,57 @@ def autograd_steps(root, grad=None, retain_graph=False):
             pending[key] = ig if previous is None else previous + ig
         aligned = tuple(aligned)
         if checking:
-            anomaly.check_step(fn, g, aligned)
+            anomaly.check_step(fn, _array(g), tuple(None if ig is None else _array(ig) for ig in aligned))
         yield BackwardStep(tensor, fn, g, aligned)
         if not retain_graph:
             fn.release()
 
 
-def backward(root, grad=None, retain_graph=False):
-    """Exhaust ``autograd_steps`` (this is ``Tensor.backward``)."""
-    for _ in autograd_steps(root, grad, retain_graph):
-        pass
+def _accumulate(tensor, g, tensor_mode):
+    if tensor_mode:     # .grad becomes a Tensor (in a graph under create_graph), as in PyTorch
+        own = g if g.dtype == tensor.dtype else g.astype(tensor.dtype)
+        tensor.grad = own if tensor.grad is None else own + tensor.grad
+    else:
+        # Copy: the same array may also flow to another input (e.g. a + b).
+        g_own = g.astype(tensor.dtype, copy=True)
+        tensor.grad = g_own if tensor.grad is None else tensor.grad + g_own
 
 
-def _initial_grad(root, grad):
-    if not root.requires_grad:
+def _differentiable_backward(fn, output, g):
+    """``fn``'s input gradients as Tensors built from recorded ops (see function.py)."""
+    if fn.differentiable_backward:
+        return with_saved_tensors(fn, fn.inputs, output).backward(g)
+    if fn.composition is not None:
+        return _backward_through_composition(fn, g)
+    raise RuntimeError(f"{fn.name} has no double-backward / tangent rule yet: backward(create_graph=True) "
+                       "(and forward mode) cannot differentiate through it; its first-order backward works")
+
+
+def _backward_through_composition(fn, g):
+    """A fused op's input gradients, from the composition of named ops it equals.
+
+    The composition is run again on the op's input Tensors and differentiated
+    with ``create_graph``; the pass stops at those inputs, so only the
+    composition's own ops run."""
+    wanted = [inp for inp, need in zip(fn.inputs, fn.needs_input_grad) if need]
+    captured = {id(x): None for x in wanted}
+    stop = set(captured)    # the walk need not go below the op's own inputs
+    with grad_mode.enable_grad():
+        twin = fn.composition(*fn.inputs, **fn.options)
+        order, ends = _on_paths_to(_reverse_topological_order((twin,), stop), captured)
+        # the inputs' own hooks run once, in the outer pass, not here as well
+        for _ in _run(order, {id(twin): g}, True, True, captured, ends, hooks_at_ends=False):
+            pass
+    return tuple(captured.get(id(inp)) if need else None for inp, need in zip(fn.inputs, fn.needs_input_grad))
+
+
+def _array(x):
+    return x.data if hasattr(x, "grad_fn") else x
+
+
+def _initial_grad(root, grad, tensor_mode=False):
+    from .tensor import Tensor
+    if not isinstance(root, Tensor) or not root.requires_grad:
         raise RuntimeError(
             "backward() on a tensor that does not require grad: no input of the "
             "computation had requires_grad=True (or it ran inside no_grad())")
@@ -103,12 +225,16 @@ def _initial_grad(root, grad):
             raise RuntimeError(
                 f"backward() without a gradient needs a one-element tensor, got shape "
                 f"{root.shape}; reduce it first (e.g. .sum() or .mean()) or pass grad=")
-        return np.ones_like(root.data)
-    from .tensor import Tensor
+        ones = np.ones_like(root.data)
+        return Tensor._from_op(ones, None) if tensor_mode else ones
+    if tensor_mode and isinstance(grad, Tensor):     # kept as it is: it may require grad itself
+        if grad.shape != root.shape:
+            raise ValueError(f"backward(): grad has shape {grad.shape} but the tensor has shape {root.shape}")
+        return grad if grad.dtype == root.dtype else grad.astype(root.dtype)
     grad = np.asarray(grad.data if isinstance(grad, Tensor) else grad, dtype=root.dtype)
     if grad.shape != root.shape:
         raise ValueError(f"backward(): grad has shape {grad.shape} but the tensor has shape {root.shape}")
-    return grad
+    return Tensor._from_op(grad, None) if tensor_mode else grad
 
 
 def _check_saved_inputs_unchanged(fn):
@@ -131,11 +257,12 @@ def _check_saved_inputs_unchanged(fn):
                 "use the new values; do the in-place update after backward(), or use x = x - y instead")
 
 
-def _reverse_topological_order(root) -> list:
+def _reverse_topological_order(roots, stop=()) -> list:
     """Every tensor that needs a gradient, outputs before inputs (iterative:
-    a chain of 100,000 ops must not hit Python's recursion limit)."""
+    a chain of 100,000 ops must not hit Python's recursion limit). The walk
+    does not go below tensors whose id is in ``stop``."""
     order, visited = [], set()
-    stack = [(root, False)]
+    stack = [(root, False) for root in reversed(roots)]
     while stack:
         tensor, children_done = stack.pop()
         if children_done:
@@ -146,7 +273,7 @@ def _reverse_topological_order(root) -> list:
         visited.add(id(tensor))
         stack.append((tensor, True))
         fn = tensor.grad_fn
-        if fn is None:
+        if fn is None or (stop and id(tensor) in stop):
             continue
         if fn.released:
             raise RuntimeError(
@@ -157,3 +284,18 @@ def _reverse_topological_order(root) -> list:
                 stack.append((inp, False))
     order.reverse()
     return order
+
+
+def _on_paths_to(order, targets):
+    """The tensors of ``order`` from which a tensor in ``targets`` (ids) can be
+    reached, and the ids of the targets whose own op need not run (nothing
+    below them is wanted)."""
+    reaches, ends = set(), set()
+    for tensor in reversed(order):      # inputs before outputs
+        fn = tensor.grad_fn
+        if fn is not None and not fn.released and any(id(i) in reaches for i in fn.inputs):
+            reaches.add(id(tensor))
+        elif id(tensor) in targets:
+            reaches.add(id(tensor))
+            ends.add(id(tensor))
+    return [t for t in order if id(t) in reaches], ends

@@ -1,6 +1,8 @@
 """Check analytic gradients against central finite differences, in float64.
 
     gradcheck(lambda a, b: (a @ b).tanh(), [a, b])
+    gradgradcheck(lambda a: (a * a).tanh().sum(), [a])    # second derivatives (create_graph=True)
+    jvpcheck(lambda a: (a * a).tanh(), [a])               # forward mode (minigrad.forward_ad)
 
 For every input tensor with ``requires_grad=True`` it compares the Jacobian
 that ``backward`` gives with the one from (f(x + eps) - f(x - eps)) / (2 eps),
@@ -108,3 +110,106 @@ def _fail(raise_exception, message):
     if raise_exception:
         raise GradcheckError(message)
     return False
+
+
+def gradgradcheck(fn, inputs, grad_outputs=None, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True, seed=0):
+    """True if every second derivative matches; otherwise raise ``GradcheckError`` (or return False).
+
+    As PyTorch's ``gradgradcheck``: with a random ``grad_outputs`` v (or the one
+    given), the gradients g_j = d(v . fn)/d(input j) from
+    ``autograd.grad(create_graph=True)`` are differentiated again, with respect
+    to every checked input and to v, and compared with central differences of
+    g_j computed by the ordinary first-order backward. A mismatch names the
+    gradient, its element, the input it is differentiated by, that element, and
+    both values.
+    """
+    from .autograd import grad
+    from .ops import concatenate
+    inputs = [_as_float64(x) for x in inputs]
+    checked = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
+    if not checked:
+        raise ValueError("gradgradcheck: no input has requires_grad=True, so there is nothing to check")
+    with enable_grad():
+        out = fn(*inputs)
+    if not isinstance(out, Tensor) or not out.requires_grad:
+        raise ValueError("gradgradcheck: fn must return a Tensor that depends on the inputs being checked")
+    v = np.random.default_rng(seed).standard_normal(out.shape) if grad_outputs is None \
+        else np.asarray(getattr(grad_outputs, "data", grad_outputs), dtype=np.float64)
+    v = Tensor(np.array(v, dtype=np.float64), requires_grad=True)
+    variables = [inputs[i] for i in checked] + [v]
+    names = [f"input {i}" for i in checked] + ["grad_outputs"]
+    sizes = [inputs[i].size for i in checked]
+
+    def gradients(create_graph):
+        with enable_grad():
+            gs = grad(fn(*inputs), [inputs[i] for i in checked], v, create_graph=create_graph, allow_unused=True)
+        return [Tensor(np.zeros(inputs[i].shape)) if g is None else g for i, g in zip(checked, gs)]
+
+    def evaluate():     # the first-order gradients as one flat vector
+        return np.concatenate([g.data.reshape(-1) for g in gradients(False)])
+
+    numeric = [_numeric_jacobian(evaluate, x, eps) for x in variables]   # (x.size, total gradient size)
+    flat = concatenate([g.reshape(-1) for g in gradients(True)])
+    for k in range(flat.size):
+        if flat.requires_grad:
+            row = grad(flat, variables, np.eye(flat.size)[k], retain_graph=True, allow_unused=True)
+        else:
+            row = (None,) * len(variables)     # the gradients do not depend on the inputs at all
+        for x, name, expected_column, analytic in zip(variables, names, numeric, row):
+            analytic = np.zeros(x.shape) if analytic is None else analytic.data
+            expected = expected_column[:, k].reshape(x.shape)
+            error = np.abs(analytic - expected)
+            bad = error > atol + rtol * np.abs(expected)
+            if bad.any():
+                where = np.unravel_index(np.argmax(error * bad), x.shape)
+                which = int(np.searchsorted(np.cumsum(sizes), k, side="right"))
+                element = np.unravel_index(k - sum(sizes[:which]), inputs[checked[which]].shape)
+                return _fail(raise_exception,
+                             f"gradgradcheck failed: d(gradient of input {checked[which]})"
+                             f"[{', '.join(map(str, map(int, element)))}] / d({name})"
+                             f"[{', '.join(map(str, map(int, where)))}]: numerical {expected[where]:.8g} vs "
+                             f"analytical {analytic[where]:.8g} (atol={atol}, rtol={rtol})")
+    return True
+
+
+def jvpcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True, seed=0):
+    """True if forward mode's Jacobian-vector products match central differences.
+
+    For each input with ``requires_grad=True`` in turn, a random tangent t (zero
+    on the other inputs) goes through ``fn`` with ``minigrad.forward_ad``; the
+    output's tangent must equal (fn(x + eps t) - fn(x - eps t)) / (2 eps). A
+    mismatch names the input, the output element and both values.
+    """
+    from . import forward_ad
+    inputs = [_as_float64(x) for x in inputs]
+    checked = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
+    if not checked:
+        raise ValueError("jvpcheck: no input has requires_grad=True, so there is nothing to check")
+    rng = np.random.default_rng(seed)
+    for i in checked:
+        x = inputs[i]
+        t = rng.standard_normal(x.shape)
+        with forward_ad.dual_level():
+            dual_inputs = list(inputs)
+            dual_inputs[i] = forward_ad.make_dual(x, Tensor(t))
+            out = fn(*dual_inputs)
+            primal, tangent = forward_ad.unpack_dual(out)
+        analytic = np.zeros(out.shape) if tangent is None else tangent.data
+        original = x.data
+        try:
+            x.data = original + eps * t
+            plus = fn(*inputs).data
+            x.data = original - eps * t
+            minus = fn(*inputs).data
+        finally:
+            x.data = original
+        expected = (plus - minus) / (2 * eps)
+        error = np.abs(analytic - expected)
+        bad = error > atol + rtol * np.abs(expected)
+        if bad.any():
+            where = np.unravel_index(np.argmax(error * bad), out.shape)
+            return _fail(raise_exception,
+                         f"jvpcheck failed for input {i} (shape {x.shape}) along a random tangent, at output "
+                         f"element {tuple(map(int, where))}: numerical {expected[where]:.8g} vs forward mode "
+                         f"{analytic[where]:.8g} (atol={atol}, rtol={rtol})")
+    return True

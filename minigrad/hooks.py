@@ -46,16 +46,23 @@ def register_hook(tensor, hook) -> RemovableHandle:
     return RemovableHandle(tensor._hooks, key)
 
 
-def run_hooks(tensor, grad: np.ndarray) -> np.ndarray:
-    """The gradient after every hook of ``tensor`` has seen (and maybe replaced) it."""
-    from .tensor import Tensor
+def run_hooks(tensor, grad):
+    """The gradient after every hook of ``tensor`` has seen (and maybe replaced) it.
+
+    Under ``backward(create_graph=True)`` the gradient is a Tensor in a graph: the
+    hook gets it as it is and a Tensor it returns stays in the graph (PyTorch's rule)."""
+    from .tensor import Tensor, as_tensor
+    in_graph = isinstance(grad, Tensor)
     for hook in list(tensor._hooks.values()):
-        result = hook(Tensor._from_op(grad.copy(), None))
+        result = hook(grad if in_graph else Tensor._from_op(grad.copy(), None))
         if result is None:
             continue
-        replacement = np.asarray(result.data if isinstance(result, Tensor) else result)
+        if in_graph:
+            replacement = as_tensor(result)
+        else:
+            replacement = np.asarray(result.data if isinstance(result, Tensor) else result)
         if replacement.shape != grad.shape:
             raise ValueError(f"hook {getattr(hook, '__name__', hook)} returned a gradient of shape "
                              f"{replacement.shape} for a tensor of shape {grad.shape}; it must keep the shape")
-        grad = replacement.astype(grad.dtype, copy=False)
+        grad = replacement if replacement.dtype == grad.dtype else replacement.astype(grad.dtype)
     return grad

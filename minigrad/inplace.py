@@ -28,7 +28,7 @@ number of inputs), and backward compares the two.
 """
 import numpy as np
 
-from . import grad_mode
+from . import forward_ad, grad_mode
 
 clock = 0      # ticks at every in-place change
 
@@ -51,6 +51,8 @@ class InPlaceOps:
 
 def _in_place(tensor, other, ufunc, symbol):
     from .tensor import Tensor
+    if forward_ad.active_levels and (getattr(tensor, "_tangents", None) or getattr(other, "_tangents", None)):
+        return NotImplemented      # a dual tensor: x = x <op> y, so the tangent is updated too
     other_requires_grad = isinstance(other, Tensor) and other.requires_grad
     if grad_mode.is_grad_enabled() and (tensor.requires_grad or other_requires_grad):
         if tensor.requires_grad and tensor.grad_fn is None:

@@ -27,7 +27,7 @@ class Tensor(NumpyInterop, InPlaceOps):
     """numpy interop (``np.asarray``, ``float()``, ...) lives in ``interop.py``,
     the in-place operators (``+=``, ...) in ``inplace.py``."""
     __slots__ = ("data", "grad", "requires_grad", "grad_fn", "name", "_retains_grad", "_hooks", "_changed_at",
-                 "__weakref__")
+                 "_tangents", "__weakref__")   # _tangents: {level: Tensor}, only ever set by forward_ad
 
     def __init__(self, data, requires_grad=False, dtype=None, name=None):
         if isinstance(data, Tensor):
@@ -122,16 +122,23 @@ class Tensor(NumpyInterop, InPlaceOps):
             "build a new tensor instead, e.g. with where()/masked_fill() or concatenate()")
 
     # ---------------------------------------------------------------- backward
-    def backward(self, grad=None, retain_graph=False):
-        """Accumulate d(self)/d(leaf) into every leaf's ``.grad``.
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, *, grad=None):
+        """Accumulate d(self)/d(leaf) into every leaf's ``.grad`` (PyTorch's signature).
 
-        ``grad`` is the gradient flowing into this tensor; it defaults to 1 for a
-        one-element tensor. After the pass the graph's saved arrays are freed
-        (like PyTorch's ``retain_graph=False``); pass ``retain_graph=True`` to
-        call backward through the same graph again. The loop itself is
+        ``gradient`` (also accepted as ``grad=``) is the gradient flowing into this
+        tensor; it defaults to 1 for a one-element tensor. After the pass the graph's
+        saved arrays are freed (like PyTorch's ``retain_graph=False``); pass
+        ``retain_graph=True`` to call backward through the same graph again.
+        ``create_graph=True`` records the backward pass itself, so ``.grad`` is a
+        Tensor in a graph that can be differentiated again (``retain_graph`` then
+        defaults to True, as in PyTorch). The loop itself is
         ``minigrad.autograd_steps`` (a generator yielding each op's step).
         """
-        autograd.backward(self, grad, retain_graph)
+        if grad is not None:
+            if gradient is not None:
+                raise TypeError("backward(): pass the incoming gradient once, as gradient= (or its old name grad=)")
+            gradient = grad
+        autograd.backward(self, gradient, create_graph if retain_graph is None else retain_graph, create_graph)
 
     # ------------------------------------------------------------ arithmetic
     def __add__(self, other):

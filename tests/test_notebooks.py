@@ -31,7 +31,8 @@ def outputs(notebook, kind):
             if kind in out.get("data", {}) or out.get("name") == kind]
 
 
-@pytest.mark.parametrize("name", ["autograd_from_the_inside.ipynb", "date_transformer.ipynb"])
+@pytest.mark.parametrize("name", ["autograd_from_the_inside.ipynb", "date_transformer.ipynb",
+                                  "higher_order_autograd.ipynb"])
 def test_committed_notebooks_keep_their_outputs_in_order(name):
     notebook = nbformat.read(os.path.join(NOTEBOOKS, name), as_version=4)
     code = [cell for cell in notebook.cells if cell.cell_type == "code"]
@@ -45,6 +46,15 @@ def test_autograd_notebook_runs():
     text = "".join(out["text"] for out in outputs(notebook, "stdout"))
     assert "dy/dx = [7.]" in text and "gradcheck caught it" in text
     assert len(outputs(notebook, "image/svg+xml")) == 3
+
+
+def test_higher_order_notebook_runs():
+    notebook, seconds = run_notebook("higher_order_autograd.ipynb")
+    text = "".join(out["text"] for out in outputs(notebook, "stdout"))
+    assert "gradgradcheck: True" in text and "d/dx [x * d/dy (x + y)] = 1.0" in text
+    assert "wide R^1000 -> R: jacrev" in text and "-> jacrev" in text.split("tall")[0]
+    assert "-> jacfwd" in text.split("tall")[1]
+    assert len(outputs(notebook, "image/svg+xml")) == 1
 
 
 @pytest.mark.slow

@@ -1,14 +1,15 @@
-"""Every differentiable op, one small class each (forward and backward together).
+"""Every differentiable op, one small class each (forward, backward and tangent rule together).
 
     arithmetic.py  Add Sub Mul Div Neg Pow ScalarBasePow
     elementwise.py Exp Log Sqrt Tanh Sigmoid Abs Clamp ReLU GELU Cast
     reduce.py      Sum Mean Max Min, argmax (no gradient)
-    shape.py       Reshape Transpose GetItem Concatenate Stack
+    shape.py       Reshape Transpose BroadcastTo GetItem IndexAdd Concatenate Stack
     select.py      Where MaskedFill
     matmul.py      MatMul
     softmax.py     Softmax LogSoftmax
     nn_ops.py      Linear LayerNorm Dropout CrossEntropy
     attention.py   SelfAttentionCore CrossAttentionCore (the fused attention step)
+    xp.py          the array functions rules share between numpy arrays and Tensors
 """
 from .arithmetic import Add, Div, Mul, Neg, Pow, ScalarBasePow, Sub
 from .attention import CrossAttentionCore, SelfAttentionCore
@@ -18,5 +19,5 @@ from .matmul import MatMul, matmul
 from .nn_ops import CrossEntropy, Dropout, LayerNorm, Linear
 from .reduce import Max, Mean, Min, Sum, argmax
 from .select import MaskedFill, Where, where
-from .shape import Concatenate, GetItem, Reshape, Stack, Transpose, concatenate, stack
+from .shape import BroadcastTo, Concatenate, GetItem, IndexAdd, Reshape, Stack, Transpose, concatenate, stack
 from .softmax import LogSoftmax, Softmax

@@ -1,12 +1,20 @@
 """+, -, *, /, x ** p (constant exponent) and b ** x (constant base). Broadcasting is undone by the engine
-(``function.unbroadcast``), so each backward returns full-size gradients."""
+(``function.unbroadcast``), so each backward returns full-size gradients.
+
+Each op's ``backward`` (vector-Jacobian product) and ``jvp`` (Jacobian-vector
+product, forward mode) use only operators, so the same lines run on numpy
+arrays (first order) and on Tensors (``create_graph=True``, nested forward
+mode): ``differentiable_backward = True``, see ``function.py``."""
 import numpy as np
 
 from ..function import Function
+from . import xp
 from .checks import broadcast_shape, unwrap
 
 
 class Add(Function):
+    differentiable_backward = True
+
     def forward(self, a, b):
         if a.shape != b.shape:
             broadcast_shape("add", a.shape, b.shape)
@@ -15,8 +23,13 @@ class Add(Function):
     def backward(self, grad):
         return grad, grad
 
+    def jvp(self, da, db):
+        return da + db
+
 
 class Sub(Function):
+    differentiable_backward = True
+
     def forward(self, a, b):
         if a.shape != b.shape:
             broadcast_shape("sub", a.shape, b.shape)
@@ -25,8 +38,13 @@ class Sub(Function):
     def backward(self, grad):
         return grad, (-grad if self.needs_input_grad[1] else None)
 
+    def jvp(self, da, db):
+        return da - db
+
 
 class Mul(Function):
+    differentiable_backward = True
+
     def forward(self, a, b):
         if a.shape != b.shape:
             broadcast_shape("mul", a.shape, b.shape)
@@ -38,8 +56,13 @@ class Mul(Function):
         return (grad * self.b if need_a else None,
                 grad * self.a if need_b else None)
 
+    def jvp(self, da, db):
+        return da * self.b + self.a * db
+
 
 class Div(Function):
+    differentiable_backward = True
+
     def forward(self, a, b):
         if a.shape != b.shape:
             broadcast_shape("div", a.shape, b.shape)
@@ -52,17 +75,26 @@ class Div(Function):
         return (grad_a if need_a else None,
                 -grad_a * self.a / self.b if need_b else None)
 
+    def jvp(self, da, db):
+        return (da - db * self.a / self.b) / self.b      # (da b - a db) / b^2
+
 
 class Neg(Function):
+    differentiable_backward = True
+
     def forward(self, a):
         return -a
 
     def backward(self, grad):
         return -grad
 
+    def jvp(self, da):
+        return -da
+
 
 class Pow(Function):
     """x ** p for a constant number p."""
+    differentiable_backward = True
 
     def forward(self, a, exponent):
         p = _constant_exponent(exponent)
@@ -71,14 +103,18 @@ class Pow(Function):
 
     def backward(self, grad):
         if self.p == 0:
-            return np.zeros_like(grad)     # x**0 is constant (avoid 0 * 0**-1 = nan at x = 0)
+            return xp.zeros_like(grad)     # x**0 is constant (avoid 0 * 0**-1 = nan at x = 0)
         return grad * (self.p * self.a ** (self.p - 1))
+
+    jvp = backward      # elementwise: the Jacobian is diagonal, so J v and v J are the same product
 
 
 class ScalarBasePow(Function):
     """base ** x for a constant base (``2 ** x``); d/dx = base ** x * log(base).
 
     As in PyTorch, the gradient is 0 where base == 0 and x >= 0 (instead of 0 * -inf)."""
+    differentiable_backward = True
+    saved_constants = ("log_base",)     # log(base): the base is a constant
 
     def forward(self, a, base):
         if getattr(base, "requires_grad", False):
@@ -99,8 +135,10 @@ class ScalarBasePow(Function):
     def backward(self, grad):
         with np.errstate(invalid="ignore"):
             slope = self.out * self.log_base
-        slope = np.where(self.zero_base_ok, slope.dtype.type(0), slope)
+        slope = xp.where(self.zero_base_ok, slope.dtype.type(0), slope)
         return grad * slope
+
+    jvp = backward      # elementwise: the Jacobian is diagonal
 
 
 def _constant_exponent(exponent):

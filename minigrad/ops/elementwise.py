@@ -1,12 +1,25 @@
 """One-input elementwise functions: exp, log, sqrt, tanh, sigmoid, abs, clamp, relu, gelu,
-and a dtype cast."""
+and a dtype cast.
+
+The backward of an elementwise op is ``grad * f'(x)``, written with operators so
+it runs on numpy arrays and on Tensors alike (``differentiable_backward``, see
+``function.py``). Its Jacobian is diagonal, so the tangent rule (J v) is the
+same product as the backward (v J): ``_Elementwise.jvp`` is the backward."""
 import numpy as np
 
 from .. import kernels
 from ..function import Function
+from . import xp
 
 
-class Exp(Function):
+class _Elementwise(Function):
+    differentiable_backward = True
+
+    def jvp(self, tangent):
+        return self.backward(tangent)     # diagonal Jacobian: J v = v J
+
+
+class Exp(_Elementwise):
     def forward(self, a):
         self.out = np.exp(a)
         return self.out
@@ -15,7 +28,7 @@ class Exp(Function):
         return grad * self.out
 
 
-class Log(Function):
+class Log(_Elementwise):
     def forward(self, a):
         self.a = a
         return np.log(a)
@@ -24,7 +37,7 @@ class Log(Function):
         return grad / self.a
 
 
-class Sqrt(Function):
+class Sqrt(_Elementwise):
     def forward(self, a):
         self.out = np.sqrt(a)
         return self.out
@@ -33,7 +46,7 @@ class Sqrt(Function):
         return grad / (2 * self.out)
 
 
-class Tanh(Function):
+class Tanh(_Elementwise):
     def forward(self, a):
         self.out = np.tanh(a)
         return self.out
@@ -42,7 +55,7 @@ class Tanh(Function):
         return grad * (1 - self.out * self.out)
 
 
-class Sigmoid(Function):
+class Sigmoid(_Elementwise):
     """1 / (1 + exp(-x)), computed from exp(-|x|) so that no exp overflows."""
 
     def forward(self, a):
@@ -54,7 +67,7 @@ class Sigmoid(Function):
         return grad * (self.out * (1 - self.out))
 
 
-class Abs(Function):
+class Abs(_Elementwise):
     """|x|; the gradient at 0 is 0 (sign(0), as in PyTorch)."""
 
     def forward(self, a):
@@ -62,10 +75,10 @@ class Abs(Function):
         return np.abs(a)
 
     def backward(self, grad):
-        return grad * np.sign(self.a)
+        return grad * xp.sign(self.a)
 
 
-class Clamp(Function):
+class Clamp(_Elementwise):
     """Limit x to [low, high] (either may be None). As in PyTorch the gradient passes
     where low <= x <= high, bounds included, and is 0 outside; with low > high every
     entry becomes high (and gets no gradient)."""
@@ -110,7 +123,15 @@ class ReLU(Function):
 
 class GELU(Function):
     """GELU with the tanh approximation (PyTorch's ``approximate='tanh'``):
-    0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
+    0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+
+    Its backward uses ``t``, an intermediate of forward, so beyond first order
+    it is differentiated through ``composition``, the same formula in named ops."""
+
+    @staticmethod
+    def composition(a):
+        c = a.dtype.type(np.sqrt(2 / np.pi))
+        return a.dtype.type(0.5) * a * (1 + (c * (a + a.dtype.type(0.044715) * a ** 3)).tanh())
 
     def forward(self, a):
         c = a.dtype.type(np.sqrt(2 / np.pi))
@@ -126,9 +147,14 @@ class GELU(Function):
 
 
 class Cast(Function):
+    differentiable_backward = True
+
     def forward(self, a, dtype):
-        self.source_dtype = a.dtype
+        self.source_dtype, self.dtype = a.dtype, dtype
         return a.astype(dtype)
 
     def backward(self, grad):
         return grad.astype(self.source_dtype)
+
+    def jvp(self, tangent):
+        return tangent.astype(self.dtype)

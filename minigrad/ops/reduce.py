@@ -1,18 +1,25 @@
-"""sum, mean, max and min over any axes, with keepdims; argmax (no gradient)."""
+"""sum, mean, max and min over any axes, with keepdims; argmax (no gradient).
+
+Backward and tangent rules use only ``.sum`` and ``minigrad.ops.xp``, so they
+run on numpy arrays and Tensors alike (``differentiable_backward``, see
+``function.py``)."""
 import numpy as np
 
 from ..function import Function
+from . import xp
 from .checks import normalize_axes, normalize_axis, unwrap
 
 
 def _expand_back(grad, axes, keepdims, shape):
     """Broadcast a reduced gradient back over the reduced axes."""
     if not keepdims:
-        grad = np.expand_dims(grad, axes)
-    return np.broadcast_to(grad, shape)
+        grad = xp.expand_dims(grad, axes)
+    return xp.broadcast_to(grad, shape)
 
 
 class Sum(Function):
+    differentiable_backward = True
+
     def forward(self, a, axis=None, keepdims=False):
         self.axes = normalize_axes(axis, a.ndim, "sum")
         self.keepdims, self.shape = keepdims, a.shape
@@ -21,8 +28,13 @@ class Sum(Function):
     def backward(self, grad):
         return _expand_back(grad, self.axes, self.keepdims, self.shape)
 
+    def jvp(self, tangent):
+        return tangent.sum(axis=self.axes, keepdims=self.keepdims)
+
 
 class Mean(Function):
+    differentiable_backward = True
+
     def forward(self, a, axis=None, keepdims=False):
         self.axes = normalize_axes(axis, a.ndim, "mean")
         self.keepdims, self.shape = keepdims, a.shape
@@ -32,10 +44,15 @@ class Mean(Function):
     def backward(self, grad):
         return _expand_back(grad / grad.dtype.type(self.count), self.axes, self.keepdims, self.shape)
 
+    def jvp(self, tangent):
+        return tangent.sum(axis=self.axes, keepdims=self.keepdims) / tangent.dtype.type(self.count)
+
 
 class _Extreme(Function):
-    """max or min; ties share the gradient equally (like ``torch.amax``/``amin``)."""
+    """max or min; ties share the gradient equally (like ``torch.amax``/``amin``), and the
+    tangent is the mean of the tied entries' tangents (the same rule, transposed)."""
     pick = None
+    differentiable_backward = True
 
     def forward(self, a, axis=None, keepdims=False):
         self.axes = normalize_axes(axis, a.ndim, self.name.lower())
@@ -48,9 +65,15 @@ class _Extreme(Function):
 
     def backward(self, grad):
         if not self.keepdims:
-            grad = np.expand_dims(grad, self.axes)
+            grad = xp.expand_dims(grad, self.axes)
         ties = self.is_extreme.sum(axis=self.axes, keepdims=True)
-        return self.is_extreme * (grad / ties.astype(grad.dtype))
+        return xp.where(self.is_extreme, grad / ties.astype(grad.dtype), grad.dtype.type(0))
+
+    def jvp(self, tangent):
+        ties = self.is_extreme.sum(axis=self.axes, keepdims=True).astype(tangent.dtype)
+        picked = xp.where(self.is_extreme, tangent, tangent.dtype.type(0)).sum(axis=self.axes, keepdims=True)
+        out = picked / ties
+        return out if self.keepdims else out.reshape(tuple(n for i, n in enumerate(out.shape) if i not in self.axes))
 
 
 class Max(_Extreme):

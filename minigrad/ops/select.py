@@ -3,6 +3,7 @@ import numpy as np
 
 from .. import kernels
 from ..function import Function
+from . import xp
 from .checks import broadcast_shape, unwrap
 
 
@@ -15,7 +16,9 @@ def _bool_mask(mask, op):
 
 
 class Where(Function):
-    """where(condition, a, b): a where condition is True, else b."""
+    """where(condition, a, b): a where condition is True, else b. Its rules use
+    ``xp.where``, so they also run on Tensors (``differentiable_backward``)."""
+    differentiable_backward = True
 
     def forward(self, a, b, condition):
         self.condition = _bool_mask(condition, "where")
@@ -25,8 +28,11 @@ class Where(Function):
     def backward(self, grad):
         zero = grad.dtype.type(0)
         need_a, need_b = self.needs_input_grad
-        return (np.where(self.condition, grad, zero) if need_a else None,
-                np.where(self.condition, zero, grad) if need_b else None)
+        return (xp.where(self.condition, grad, zero) if need_a else None,
+                xp.where(self.condition, zero, grad) if need_b else None)
+
+    def jvp(self, da, db):
+        return xp.where(self.condition, da, db)
 
 
 class MaskedFill(Function):

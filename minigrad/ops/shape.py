@@ -1,14 +1,24 @@
 """Ops that move data without arithmetic: reshape, transpose, indexing,
-concatenate and stack. Their backward moves the gradient back the same way."""
+concatenate and stack. Their backward moves the gradient back the same way,
+and their tangent rule moves the tangent forward like the values.
+
+Beyond first order (``differentiable_backward``, see ``function.py``) the
+rules run on Tensors too; that needs two ops of their own here: ``BroadcastTo``
+(the backward of a sum) and ``IndexAdd`` (the backward of indexing: the
+gradient scattered back, repeated indices adding up). Each is the other's
+backward: ``x[index]`` and "add into zeros at ``index``" are transposes."""
 import numpy as np
 
-from ..function import Function
+from ..function import Function, unbroadcast
+from . import xp
 from .checks import normalize_axis, unwrap
 
 
 class Reshape(Function):
+    differentiable_backward = True
+
     def forward(self, a, shape):
-        self.input_shape = a.shape
+        self.input_shape, self.shape = a.shape, shape
         try:
             return a.reshape(shape)
         except ValueError:
@@ -18,8 +28,13 @@ class Reshape(Function):
     def backward(self, grad):
         return grad.reshape(self.input_shape)
 
+    def jvp(self, tangent):
+        return tangent.reshape(self.shape)
+
 
 class Transpose(Function):
+    differentiable_backward = True
+
     def forward(self, a, axes=None):
         if axes is None:
             self.axes = tuple(reversed(range(a.ndim)))
@@ -31,11 +46,30 @@ class Transpose(Function):
         return a.transpose(self.axes)
 
     def backward(self, grad):
-        return grad.transpose(np.argsort(self.axes))
+        return grad.transpose(np.argsort(self.axes).tolist())
+
+    def jvp(self, tangent):
+        return tangent.transpose(self.axes)
+
+
+class BroadcastTo(Function):
+    """Stretch size-1 axes (and prepend axes) to ``shape``; the backward of a sum."""
+    differentiable_backward = True
+
+    def forward(self, a, shape):
+        self.input_shape, self.shape = a.shape, tuple(shape)
+        return np.broadcast_to(a, self.shape)
+
+    def backward(self, grad):
+        return unbroadcast(grad, self.input_shape)
+
+    def jvp(self, tangent):
+        return xp.broadcast_to(tangent, self.shape)
 
 
 class GetItem(Function):
     """Slicing and integer-array indexing (embedding lookup, gathering target logits)."""
+    differentiable_backward = True
 
     def forward(self, a, index):
         self.index = _check_index(index)
@@ -48,14 +82,44 @@ class GetItem(Function):
             raise IndexError(f"indexing a tensor of shape {a.shape}: {error}") from None
 
     def backward(self, grad):
-        if _is_row_lookup(self.index):
-            return _scatter_add_rows(self.index, grad, self.shape)
-        out = np.zeros(self.shape, dtype=grad.dtype)
-        if _is_basic(self.index):
-            out[self.index] = grad          # a view: each element picked at most once
-        else:
-            np.add.at(out, self.index, grad)  # repeated indices must add up
-        return out
+        return index_add(grad, self.index, self.shape)
+
+    def jvp(self, tangent):
+        return tangent[self.index]
+
+
+class IndexAdd(Function):
+    """zeros(shape) with ``grad`` added at ``index`` (repeated indices add up): the
+    backward of ``x[index]``, as an op so that it can be differentiated again."""
+    differentiable_backward = True
+
+    def forward(self, grad, index, shape):
+        self.index, self.shape = index, shape
+        return _index_add(grad, index, shape)
+
+    def backward(self, grad):
+        return grad[self.index]
+
+    def jvp(self, tangent):
+        return index_add(tangent, self.index, self.shape)     # linear: the tangent goes the same way
+
+
+def index_add(grad, index, shape):
+    """zeros(shape) with ``grad`` added at ``index``: numpy for arrays, the op for Tensors."""
+    if type(grad) is np.ndarray:
+        return _index_add(grad, index, shape)
+    return IndexAdd.apply(grad, index=index, shape=shape)
+
+
+def _index_add(grad, index, shape):
+    if _is_row_lookup(index):
+        return _scatter_add_rows(index, grad, shape)
+    out = np.zeros(shape, dtype=grad.dtype)
+    if _is_basic(index):
+        out[index] = grad          # a view: each element picked at most once
+    else:
+        np.add.at(out, index, grad)  # repeated indices must add up
+    return out
 
 
 def _is_row_lookup(index):
@@ -107,6 +171,8 @@ def _is_basic(index):
 
 
 class Concatenate(Function):
+    differentiable_backward = True
+
     def forward(self, *arrays, axis=0):
         axis = normalize_axis(axis, arrays[0].ndim, "concatenate")
         _check_same_shapes("concatenate", arrays, skip_axis=axis)
@@ -115,17 +181,25 @@ class Concatenate(Function):
         return np.concatenate(arrays, axis=axis)
 
     def backward(self, grad):
-        return tuple(np.split(grad, self.splits, axis=self.axis))
+        return xp.split(grad, self.splits, axis=self.axis)
+
+    def jvp(self, *tangents):
+        return xp.concatenate(tangents, axis=self.axis)
 
 
 class Stack(Function):
+    differentiable_backward = True
+
     def forward(self, *arrays, axis=0):
         self.axis = normalize_axis(axis, arrays[0].ndim + 1, "stack")
         _check_same_shapes("stack", arrays)
         return np.stack(arrays, axis=self.axis)
 
     def backward(self, grad):
-        return tuple(np.moveaxis(grad, self.axis, 0))
+        return xp.unstack(grad, self.axis)
+
+    def jvp(self, *tangents):
+        return xp.stack(tangents, axis=self.axis)
 
 
 def _check_same_shapes(op, arrays, skip_axis=None):

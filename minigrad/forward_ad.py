@@ -1,0 +1,135 @@
+"""Forward-mode AD: push a tangent through the computation alongside the values.
+
+    from minigrad import forward_ad as fwAD
+    with fwAD.dual_level():
+        x = fwAD.make_dual(primal, tangent)      # x carries a direction
+        y = f(x)                                 # every op also computes y's tangent
+        value, jvp = fwAD.unpack_dual(y)         # jvp = J_f(primal) @ tangent
+
+The names and semantics are PyTorch's ``torch.autograd.forward_ad``. Each op
+has a tangent rule ``jvp`` beside its forward and backward (in ``minigrad/ops/``);
+``Function.apply`` calls ``propagate`` below after the forward, so a
+Jacobian-vector product costs about one extra forward pass and records no
+reverse graph (nothing here needs one; grad mode is not involved).
+
+Levels keep nested derivatives apart ("perturbation confusion"): each
+``dual_level()`` is a new level, a tensor holds one tangent per level, and a
+level's tangent rule runs with only the *outer* (earlier) levels switched on.
+So an inner level's tangent carries its outer derivatives (what nesting
+needs), while an outer tangent never picks up an inner perturbation:
+d/dx [x * (d/dy (x + y) at y = 1)] at x = 1 is 1, not 2.
+"""
+import contextlib
+import itertools
+from typing import NamedTuple, Optional
+
+import numpy as np
+
+from . import grad_mode
+
+active_levels = []          # levels of the open dual_level() blocks, outermost first
+_level_ids = itertools.count()
+
+
+class UnpackedDualTensor(NamedTuple):
+    primal: "object"
+    tangent: Optional["object"]
+
+
+@contextlib.contextmanager
+def dual_level():
+    """Context manager: open a new forward-AD level (tangents made inside belong to it)."""
+    level = next(_level_ids)
+    active_levels.append(level)
+    try:
+        yield level
+    finally:
+        active_levels.remove(level)
+
+
+def make_dual(tensor, tangent, *, level=None):
+    """A tensor with ``tensor``'s values carrying ``tangent`` at ``level`` (the innermost by default).
+
+    It keeps ``tensor``'s reverse graph and any tangents it has at other levels."""
+    from .tensor import as_tensor
+    level = _checked_level(level, "make_dual")
+    tensor, tangent = as_tensor(tensor), as_tensor(tangent)
+    if tensor.dtype.kind != "f":
+        raise TypeError(f"make_dual: the primal must be floating point, got dtype {tensor.dtype}")
+    if tangent.shape != tensor.shape:
+        raise ValueError(f"make_dual: the tangent has shape {tangent.shape} but the primal has shape "
+                         f"{tensor.shape}; they must match")
+    dual = tensor.reshape(tensor.shape)       # an identity op: keeps the reverse graph and outer tangents
+    tangents = dict(getattr(dual, "_tangents", None) or {})
+    tangents[level] = tangent if tangent.dtype == tensor.dtype else tangent.astype(tensor.dtype)
+    dual._tangents = tangents
+    return dual
+
+
+def unpack_dual(tensor, *, level=None) -> UnpackedDualTensor:
+    """``(primal, tangent)`` of ``tensor`` at ``level`` (innermost by default); tangent None if it has none."""
+    level = _checked_level(level, "unpack_dual")
+    tangent = tangent_of(tensor, level)
+    if tangent is None:
+        return UnpackedDualTensor(tensor, None)
+    primal = tensor.reshape(tensor.shape)     # the same values and reverse graph, minus this level's tangent
+    rest = {k: v for k, v in (getattr(primal, "_tangents", None) or {}).items() if k != level}
+    primal._tangents = rest or None
+    return UnpackedDualTensor(primal, tangent)
+
+
+def tangent_of(tensor, level):
+    tangents = getattr(tensor, "_tangents", None)
+    return None if tangents is None else tangents.get(level)
+
+
+def _checked_level(level, what):
+    if not active_levels:
+        raise RuntimeError(f"{what}: no forward-AD level is open; use it inside `with forward_ad.dual_level():`")
+    if level is None:
+        return active_levels[-1]
+    if level not in active_levels:
+        raise ValueError(f"{what}: level {level} is not open (open levels: {active_levels})")
+    return level
+
+
+def propagate(fn, inputs, output, options):
+    """Give ``output`` (of op ``fn`` on ``inputs``) its tangent at every level an input has one.
+
+    Levels go outermost first, each computed with only the levels before it
+    switched on (see the module docstring). With no outer level and nothing
+    that needs a reverse graph, the rule runs on the numpy arrays forward saved,
+    the same code as with Tensors, only faster.
+    """
+    global active_levels
+    from .function import Function, with_saved_tensors
+    from .tensor import Tensor
+    levels = [lv for lv in active_levels if any(tangent_of(t, lv) is not None for t in inputs)]
+    if not levels or output.dtype.kind != "f":
+        return      # integer and boolean results (a cast to int, argmax-like ops) carry no tangent
+    if type(fn).jvp is Function.jvp and fn.composition is not None:
+        # A fused op: its composition's named ops carry every level's tangent.
+        twin = fn.composition(*inputs, **options)
+        output._tangents = dict(getattr(twin, "_tangents", None) or {}) or None
+        return
+    all_levels, tangents_out = active_levels, dict(getattr(output, "_tangents", None) or {})
+    try:
+        for level in levels:
+            active_levels = [lv for lv in all_levels if lv < level]
+            tangents = [tangent_of(t, level) for t in inputs]
+            tangents = [Tensor._from_op(np.zeros_like(t.data), None) if d is None else d
+                        for t, d in zip(inputs, tangents)]
+            needs_graph = grad_mode.is_grad_enabled() and any(x.requires_grad for x in (*inputs, *tangents))
+            if active_levels or needs_graph:
+                tangent = with_saved_tensors(fn, inputs, output).jvp(*tangents)
+            else:
+                tangent = Tensor._from_op(np.asarray(fn.jvp(*[d.data for d in tangents])), None)
+            if tangent.shape != output.shape:
+                from .ops import xp
+                tangent = xp.broadcast_to(tangent, output.shape)
+            if tangent.dtype != output.dtype:
+                tangent = tangent.astype(output.dtype)
+            tangents_out[level] = tangent
+            output._tangents = tangents_out      # an inner level's rule may read the output's outer tangents
+    finally:
+        active_levels = all_levels

@@ -1,0 +1,91 @@
+"""The few array functions an op's backward and tangent rules need beyond
+operators, for numpy arrays and minigrad Tensors alike.
+
+Why: each rule is written once and runs two ways. The ordinary ``backward()``
+calls it with numpy arrays (fast, nothing recorded); ``backward(create_graph=True)``
+and forward mode call the same lines with Tensors, so the gradient is itself
+built from recorded, differentiable ops. Operators (``+ - * / **``, unary ``-``),
+``.sum(axis=, keepdims=)``, ``.mean``, ``.reshape``, ``.transpose``, ``.astype``
+and ``x[index]`` already mean the same on both; what numpy spells as a
+function is here, dispatching on the argument's type ("xp" is the array-API
+habit of naming the array namespace a function works with).
+"""
+import numpy as np
+
+
+def _is_tensor(x) -> bool:
+    # the first-order pass (arrays) is the hot one: decide it without an import
+    return type(x) is not np.ndarray and hasattr(x, "grad_fn")
+
+
+def where(condition, a, b):
+    """``a`` where the constant boolean ``condition`` holds, else ``b``."""
+    if _is_tensor(a) or _is_tensor(b):
+        from .select import where as tensor_where
+        return tensor_where(condition, a, b)
+    return np.where(condition, a, b)
+
+
+def zeros_like(x):
+    if _is_tensor(x):
+        from ..tensor import Tensor
+        return Tensor._from_op(np.zeros_like(x.data), None)
+    return np.zeros_like(x)
+
+
+def sign(x):
+    """The sign as a constant (its derivative is 0 wherever it exists)."""
+    if _is_tensor(x):
+        from ..tensor import Tensor
+        return Tensor._from_op(np.sign(x.data), None)
+    return np.sign(x)
+
+
+def expand_dims(x, axes):
+    if _is_tensor(x):
+        shape = list(x.shape)
+        for axis in sorted(axes):
+            shape.insert(axis, 1)
+        return x.reshape(tuple(shape))
+    return np.expand_dims(x, axes)
+
+
+def broadcast_to(x, shape):
+    if _is_tensor(x):
+        from .shape import BroadcastTo
+        return x if x.shape == tuple(shape) else BroadcastTo.apply(x, shape=tuple(shape))
+    return np.broadcast_to(x, shape)
+
+
+def split(x, splits, axis):
+    """Pieces of ``x`` along ``axis``, cut before each index in ``splits`` (``np.split``)."""
+    if _is_tensor(x):
+        edges = [0, *[int(s) for s in splits], x.shape[axis]]
+        return tuple(x[(slice(None),) * axis + (slice(start, stop),)] for start, stop in zip(edges, edges[1:]))
+    return tuple(np.split(x, splits, axis=axis))
+
+
+def unstack(x, axis):
+    """The slices of ``x`` along ``axis`` (the inverse of ``stack``)."""
+    if _is_tensor(x):
+        return tuple(x[(slice(None),) * axis + (i,)] for i in range(x.shape[axis]))
+    return tuple(np.moveaxis(x, axis, 0))
+
+
+def concatenate(pieces, axis):
+    if any(_is_tensor(p) for p in pieces):
+        from .shape import concatenate as tensor_concatenate
+        return tensor_concatenate([_as_tensor(p) for p in pieces], axis=axis)
+    return np.concatenate(pieces, axis=axis)
+
+
+def stack(pieces, axis):
+    if any(_is_tensor(p) for p in pieces):
+        from .shape import stack as tensor_stack
+        return tensor_stack([_as_tensor(p) for p in pieces], axis=axis)
+    return np.stack(pieces, axis=axis)
+
+
+def _as_tensor(x):
+    from ..tensor import as_tensor
+    return as_tensor(x)
