@@ -51,7 +51,8 @@ class Function:
         out = fn.forward(*[t.data for t in tensors], **options)
         if type(out) is not np.ndarray:
             out = np.asarray(out)       # a numpy scalar (e.g. a full sum) becomes a 0-d array
-        if not (grad_mode.state.enabled and True in needs):
+        # an integer or bool result cuts the graph (PyTorch: it cannot require grad)
+        if not (grad_mode.state.enabled and True in needs) or out.dtype.kind != "f":
             return _tensor.Tensor._from_op(out, None)
         fn.inputs = tensors
         fn.recorded_at = inplace.clock

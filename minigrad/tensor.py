@@ -10,7 +10,8 @@
 dtypes follow PyTorch: Python floats (and lists with any float) become
 float32, Python ints int64, bools bool; numpy arrays keep their dtype, except
 floats other than float32 and float64 (float64 stays: gradcheck needs it),
-which become float32. Integer tensors hold indices and never need a gradient.
+which become float32. Integer and bool tensors hold indices and masks and never
+require a gradient: an op whose result is one records nothing (PyTorch's rule).
 
 The op methods (``+``, ``@``, ``sum``, ``softmax``, ...) are thin wrappers around
 the op classes in ``minigrad.ops``, where each op's forward and backward sit
@@ -303,6 +304,10 @@ class Tensor(NumpyInterop, InPlaceOps):
 
     # ----------------------------------------------------------------- dtype
     def astype(self, dtype):
+        """A copy in ``dtype``. Between float dtypes the gradient flows (cast back); a cast to
+        an integer or bool dtype cuts the graph, as in PyTorch: the result does not require
+        grad, and neither does anything computed from it alone (``Function.apply`` records
+        no op whose output is not floating-point)."""
         return ops.Cast.apply(self, dtype=np.dtype(dtype))
 
     float = lambda self: self.astype(np.float32)
