@@ -139,8 +139,20 @@ def _check_same_shapes(op, arrays, skip_axis=None):
 
 
 def concatenate(tensors, axis=0):
-    return Concatenate.apply(*tensors, axis=axis)
+    return Concatenate.apply(*_tensor_list("concatenate", tensors), axis=axis)
 
 
 def stack(tensors, axis=0):
-    return Stack.apply(*tensors, axis=axis)
+    return Stack.apply(*_tensor_list("stack", tensors), axis=axis)
+
+
+def _tensor_list(op, tensors):
+    """A non-empty list of tensors (PyTorch's torch.cat refuses an empty list and a lone tensor too)."""
+    from ..tensor import Tensor
+    if isinstance(tensors, (Tensor, np.ndarray)):
+        raise TypeError(f"{op} takes a list of tensors, got one {type(tensors).__name__}; "
+                        f"write {op}([a, b, ...])")
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError(f"{op} needs at least one tensor, got an empty list")
+    return tensors
