@@ -36,6 +36,7 @@ class Function:
     """
 
     released = False
+    returns_view = False   # True for ops whose output may be a view of input 0 (see inplace.share_version)
     scope = None        # dotted name of the module that ran this op (see nn.record_scopes)
 
     @property
@@ -53,14 +54,20 @@ class Function:
             out = np.asarray(out)       # a numpy scalar (e.g. a full sum) becomes a 0-d array
         # an integer or bool result cuts the graph (PyTorch: it cannot require grad)
         if not (grad_mode.state.enabled and True in needs) or out.dtype.kind != "f":
-            return _tensor.Tensor._from_op(out, None)
+            result = _tensor.Tensor._from_op(out, None)
+            if cls.returns_view:
+                inplace.share_version(tensors[0], result)
+            return result
         fn.inputs = tensors
         fn.recorded_at = inplace.clock
         if scope_stack:
             fn.scope = scope_stack[-1]
         if anomaly._enabled:     # one attribute read when off: no stack is looked at
             fn.created_at = anomaly.user_site()
-        return _tensor.Tensor._from_op(out, fn)
+        result = _tensor.Tensor._from_op(out, fn)
+        if cls.returns_view:
+            inplace.share_version(tensors[0], result)
+        return result
 
     def forward(self, *arrays, **options):
         raise NotImplementedError(f"{self.name} has no forward")

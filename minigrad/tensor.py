@@ -20,14 +20,14 @@ side by side.
 import numpy as np
 
 from . import autograd, hooks
-from .inplace import InPlaceOps
+from .inplace import InPlaceOps, version_of
 from .interop import NumpyInterop, refuse_numpy_arguments
 
 
 class Tensor(NumpyInterop, InPlaceOps):
     """numpy interop (``np.asarray``, ``float()``, ...) lives in ``interop.py``,
     the in-place operators (``+=``, ...) in ``inplace.py``."""
-    __slots__ = ("data", "grad", "requires_grad", "grad_fn", "name", "_retains_grad", "_hooks", "_changed_at",
+    __slots__ = ("data", "grad", "requires_grad", "grad_fn", "name", "_retains_grad", "_hooks", "_version",
                  "__weakref__")
 
     def __init__(self, data, requires_grad=False, dtype=None, name=None):
@@ -45,7 +45,7 @@ class Tensor(NumpyInterop, InPlaceOps):
         self.name = name
         self._retains_grad = False
         self._hooks = None      # {id: fn}, see register_hook
-        self._changed_at = 0    # in-place clock tick of the last += etc., see inplace.py
+        self._version = None    # [tick of the last += etc.], shared with views and detach(); inplace.py
 
     @classmethod
     def _from_op(cls, array, grad_fn):
@@ -58,7 +58,7 @@ class Tensor(NumpyInterop, InPlaceOps):
         out.name = None
         out._retains_grad = False
         out._hooks = None
-        out._changed_at = 0
+        out._version = None
         return out
 
     # ------------------------------------------------------------------ basics
@@ -83,8 +83,11 @@ class Tensor(NumpyInterop, InPlaceOps):
         return self.data.item()
 
     def detach(self) -> "Tensor":
-        """The same data, cut off from the graph."""
-        return Tensor._from_op(self.data, None)
+        """The same data, cut off from the graph. As in PyTorch it shares the data and the
+        in-place version: ``d = x.detach(); d += 1`` makes a backward that saved x raise."""
+        out = Tensor._from_op(self.data, None)
+        out._version = version_of(self)
+        return out
 
     def named(self, name: str) -> "Tensor":
         """Give this tensor a name (shown by ``viz.draw_graph``); returns self."""

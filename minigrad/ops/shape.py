@@ -7,6 +7,8 @@ from .checks import normalize_axis, unwrap
 
 
 class Reshape(Function):
+    returns_view = True     # numpy reshapes without a copy when it can: then the result shares x's memory
+
     def forward(self, a, shape):
         self.input_shape = a.shape
         try:
@@ -20,6 +22,8 @@ class Reshape(Function):
 
 
 class Transpose(Function):
+    returns_view = True
+
     def forward(self, a, axes=None):
         if axes is None:
             self.axes = tuple(reversed(range(a.ndim)))
@@ -36,6 +40,7 @@ class Transpose(Function):
 
 class GetItem(Function):
     """Slicing and integer-array indexing (embedding lookup, gathering target logits)."""
+    returns_view = True     # basic slicing gives a view; integer arrays copy (not a view, as in PyTorch)
 
     def forward(self, a, index):
         self.index = _check_index(index)
