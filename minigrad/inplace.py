@@ -81,10 +81,17 @@ def _in_place(tensor, other, ufunc, symbol):
         raise ValueError(f"in-place {symbol}: a tensor of shape {tensor.shape} cannot be combined in place "
                          f"with shape {np.shape(value)}: the result must keep the tensor's shape; "
                          f"write x = x {symbol[0]} y for a new tensor") from None
+    mark_changed([tensor])
+    return tensor
+
+
+def mark_changed(tensors):
+    """Record that the arrays of ``tensors`` were just changed in place (by ``+=`` above, or by an
+    optimizer's step, as PyTorch's ``p.add_()`` bumps the version), one tick for all."""
     global clock
     clock += 1
-    version_of(tensor)[0] = clock
-    return tensor
+    for tensor in tensors:
+        version_of(tensor)[0] = clock
 
 
 def version_of(tensor) -> list:

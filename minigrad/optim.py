@@ -15,7 +15,7 @@ import numbers
 
 import numpy as np
 
-from . import kernels
+from . import inplace, kernels
 
 
 def check_number(owner: str, name: str, value, low: float = 0.0, below: float = None) -> float:
@@ -50,7 +50,10 @@ class Optimizer:
     def step(self):
         self.step_count += 1
         self.begin_step()
-        self.update_all([i for i, p in enumerate(self.params) if p.grad is not None])
+        updated = [i for i, p in enumerate(self.params) if p.grad is not None]
+        self.update_all(updated)
+        # the weights changed in place: a graph that saved one raises in backward (PyTorch does too)
+        inplace.mark_changed([self.params[i] for i in updated])
 
     def begin_step(self):
         """Per-step work shared by all parameters (after step_count is advanced)."""

@@ -117,3 +117,14 @@ def test_an_edit_of_an_output_the_op_saved_makes_backward_raise(op):
         y += 1
     with pytest.raises(RuntimeError, match="its output .* was modified in place"):
         y.sum().backward()
+
+
+@pytest.mark.parametrize("make", [lambda ps: mg.optim.SGD(ps, lr=0.1), lambda ps: mg.optim.Adam(ps, lr=0.1)],
+                         ids=["sgd", "adam"])
+def test_an_optimizer_step_between_two_backwards_of_one_graph_makes_the_second_raise(make):
+    layer = mg.nn.Linear(3, 2)
+    loss = layer(Tensor(np.ones((4, 3), dtype=np.float32))).sum()    # Linear saved the weight
+    loss.backward(retain_graph=True)
+    make(layer.parameters()).step()
+    with pytest.raises(RuntimeError, match="Linear: its input 1 .* was modified in place"):
+        loss.backward()
