@@ -94,6 +94,9 @@ def backward(root, grad=None, retain_graph=False):
 
 
 def _initial_grad(root, grad):
+    if not root.requires_grad and root.dtype.kind != "f":
+        raise RuntimeError(f"backward() on a tensor of dtype {root.dtype}: an integer or bool result "
+                           "does not require grad (as in PyTorch), so no gradient flows back through it")
     if not root.requires_grad:
         raise RuntimeError(
             "backward() on a tensor that does not require grad: no input of the "

@@ -27,6 +27,11 @@ def test_backward_through_an_integer_cast_raises_and_leaves_no_gradient():
     assert a.grad is None
 
 
+def test_backward_on_an_integer_result_says_why():
+    with pytest.raises(RuntimeError, match="dtype int64: an integer or bool result does not require grad"):
+        leaf([1.5, 2.5]).astype(np.int64).sum().backward()
+
+
 def test_only_the_float_path_contributes_when_both_are_mixed():
     a = leaf([1.5, 2.5])
     (a * 3.0 + a.astype(np.int64)).sum().backward()
