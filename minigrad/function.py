@@ -18,7 +18,8 @@ has to sum its gradient back to its input's shape itself.
 """
 import numpy as np
 
-from . import anomaly, grad_mode, inplace
+from . import anomaly, inplace
+from .grad_mode import state as grad_state    # this thread's grad mode: grad_state.enabled
 
 # Names of the modules currently running (innermost last), recorded on each op
 # while ``nn.record_scopes(model)`` is active so graph drawings can group ops by module.
@@ -53,7 +54,7 @@ class Function:
         if type(out) is not np.ndarray:
             out = np.asarray(out)       # a numpy scalar (e.g. a full sum) becomes a 0-d array
         # an integer or bool result cuts the graph (PyTorch: it cannot require grad)
-        if not (grad_mode.state.enabled and True in needs) or out.dtype.kind != "f":
+        if not (grad_state.enabled and True in needs) or out.dtype.kind != "f":
             result = _tensor.Tensor._from_op(out, None)
             if cls.returns_view:
                 inplace.share_version(tensors[0], result)
