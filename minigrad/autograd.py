@@ -149,7 +149,7 @@ def _run(order, pending, retain_graph, tensor_mode, captured=None, ends=(), hook
         if fn is None or (ends and id(tensor) in ends):
             continue
         if inplace.clock != fn.recorded_at:     # something was changed in place after this op ran
-            _check_saved_inputs_unchanged(fn)
+            _check_saved_arrays_unchanged(fn, tensor)
         input_grads = _differentiable_backward(fn, tensor, g) if tensor_mode else fn.backward(g)
         if not isinstance(input_grads, tuple):
             input_grads = (input_grads,)
@@ -216,6 +216,9 @@ def _array(x):
 
 def _initial_grad(root, grad, tensor_mode=False):
     from .tensor import Tensor
+    if isinstance(root, Tensor) and not root.requires_grad and root.dtype.kind != "f":
+        raise RuntimeError(f"backward() on a tensor of dtype {root.dtype}: an integer or bool result "
+                           "does not require grad (as in PyTorch), so no gradient flows back through it")
     if not isinstance(root, Tensor) or not root.requires_grad:
         raise RuntimeError(
             "backward() on a tensor that does not require grad: no input of the "
@@ -237,22 +240,24 @@ def _initial_grad(root, grad, tensor_mode=False):
     return Tensor._from_op(grad, None) if tensor_mode else grad
 
 
-def _check_saved_inputs_unchanged(fn):
-    """Raise if an input this op saved for backward was modified in place since.
+def _check_saved_arrays_unchanged(fn, output):
+    """Raise if an input or the output this op saved for backward was modified in place since.
 
-    An input whose last in-place change (``_changed_at``, a tick of the
-    in-place clock) is later than the op (``fn.recorded_at``) was changed after
-    the op ran. That only matters if the op kept that input's array (or a view
-    of it): then its gradient would use the new values. PyTorch raises the same
-    way (with a version counter per tensor).
+    A tensor whose last in-place change (``_version``, a tick of the in-place
+    clock shared with its views and detached copies) is later than the op
+    (``fn.recorded_at``) was changed after the op ran. That only matters if the
+    op kept that tensor's array (or a view of it), as Mul keeps its inputs and
+    Exp its output: then its gradient would use the new values. PyTorch raises
+    the same way (with a version counter per tensor and its views).
     """
-    for i, inp in enumerate(fn.inputs):
-        if inp._changed_at <= fn.recorded_at:
+    named = [(f"input {i}", inp) for i, inp in enumerate(fn.inputs)] + [("output", output)]
+    for what, t in named:
+        if t._version is None or t._version[0] <= fn.recorded_at:
             continue
         saved = [v for v in vars(fn).values() if isinstance(v, np.ndarray)]
-        if any(np.may_share_memory(v, inp.data) for v in saved):
+        if any(np.may_share_memory(v, t.data) for v in saved):
             raise RuntimeError(
-                f"backward through {fn.name}: its input {i} (shape {inp.shape}) was modified in place "
+                f"backward through {fn.name}: its {what} (shape {t.shape}) was modified in place "
                 f"after {fn.name} saved it, so its gradient would "
                 "use the new values; do the in-place update after backward(), or use x = x - y instead")
 

@@ -35,7 +35,8 @@ An op with neither raises a clear error under ``create_graph=True`` or inside a
 """
 import numpy as np
 
-from . import anomaly, forward_ad, grad_mode, inplace
+from . import anomaly, forward_ad, inplace
+from .grad_mode import state as grad_state    # this thread's grad mode: grad_state.enabled
 
 # Names of the modules currently running (innermost last), recorded on each op
 # while ``nn.record_scopes(model)`` is active so graph drawings can group ops by module.
@@ -53,6 +54,7 @@ class Function:
     """
 
     released = False
+    returns_view = False   # True for ops whose output may be a view of input 0 (see inplace.share_version)
     scope = None        # dotted name of the module that ran this op (see nn.record_scopes)
 
     @property
@@ -68,7 +70,8 @@ class Function:
         out = fn.forward(*[t.data for t in tensors], **options)
         if type(out) is not np.ndarray:
             out = np.asarray(out)       # a numpy scalar (e.g. a full sum) becomes a 0-d array
-        if not (grad_mode._enabled and True in needs):
+        # an integer or bool result cuts the graph (PyTorch: it cannot require grad)
+        if not (grad_state.enabled and True in needs) or out.dtype.kind != "f":
             result = _tensor.Tensor._from_op(out, None)
         else:
             fn.inputs = tensors
@@ -79,6 +82,8 @@ class Function:
             if anomaly._enabled:     # one attribute read when off: no stack is looked at
                 fn.created_at = anomaly.user_site()
             result = _tensor.Tensor._from_op(out, fn)
+        if cls.returns_view:
+            inplace.share_version(tensors[0], result)
         if forward_ad.active_levels:     # one list read when forward mode is off
             forward_ad.propagate(fn, tensors, result, options)
         return result

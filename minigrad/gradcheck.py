@@ -7,9 +7,12 @@
 For every input tensor with ``requires_grad=True`` it compares the Jacobian
 that ``backward`` gives with the one from (f(x + eps) - f(x - eps)) / (2 eps),
 element by element, and on a mismatch says which input, which element, and
-both values. Inputs are copied to float64 first (float32 differences are too
-coarse for the default tolerances), so the function under test must accept
-float64 tensors.
+both values. A NaN or infinite gradient on either side never passes, even
+when both sides are NaN (PyTorch's gradcheck compares with equal_nan=False
+too): the check asks whether each error is within tolerance, since asking
+whether it exceeds it is False for NaN. Inputs are copied to float64 first
+(float32 differences are too coarse for the default tolerances), so the
+function under test must accept float64 tensors.
 """
 import numpy as np
 
@@ -63,17 +66,23 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True, 
             if analytic.shape != x.shape:
                 return _fail(raise_exception, f"gradcheck: input {i} has shape {x.shape} but its gradient "
                                               f"has shape {analytic.shape}")
-            expected = (numeric[i] @ v.reshape(-1)).reshape(x.shape)
+            # a full row is a column of the Jacobian, taken as it is: a product with the one-hot
+            # direction would spread a NaN of another output element over the whole row (NaN * 0)
+            column = numeric[i][:, row] if full else numeric[i] @ v.reshape(-1)
+            expected = column.reshape(x.shape)
             error = np.abs(analytic - expected)
-            bad = error > atol + rtol * np.abs(expected)
+            # "not <=" rather than ">": a NaN error (NaN or inf on either side) is a failure, never a pass
+            bad = ~(error <= atol + rtol * np.abs(expected))
             if bad.any():
-                where = np.unravel_index(np.argmax(error * bad), x.shape)
+                worst = np.where(np.isnan(error), np.inf, error * bad)   # non-finite mismatches first
+                where = np.unravel_index(np.argmax(worst), x.shape)
                 what = f"output element {tuple(map(int, np.unravel_index(row, out.shape)))}" if full \
                     else f"random projection {row} of the output"
                 return _fail(raise_exception,
                              f"gradcheck failed for input {i} (shape {x.shape}) at element "
                              f"{tuple(map(int, where))}, {what}: numerical {expected[where]:.8g} vs "
-                             f"analytical {analytic[where]:.8g} (atol={atol}, rtol={rtol})")
+                             f"analytical {analytic[where]:.8g} (atol={atol}, rtol={rtol})"
+                             + ("" if np.isfinite(error[where]) else "; a NaN or infinite gradient never passes"))
     for x in inputs:
         if isinstance(x, Tensor):
             x.grad = None

@@ -19,12 +19,20 @@
   ``int_tensor /= 2`` is refused as in PyTorch). If backward then reaches an
   op that saved the tensor's array before the change, it raises instead of
   using the new values (PyTorch's "modified by an inplace operation").
-  Changes made through ``.data``, ``detach()`` or a view are not tracked.
 
-How the change is tracked: ``clock`` below ticks at every in-place change and
-the changed tensor remembers the tick (``_changed_at``); every recorded op
-remembers the clock when it ran (``recorded_at``: one integer, whatever the
-number of inputs), and backward compares the two.
+What counts as "the tensor", as in PyTorch: the tensor, every view of it (an op
+whose result is a numpy view of its input's memory: basic slicing, transpose,
+a reshape that needs no copy) and ``detach()`` share one version, so ``+=``
+through any of them is seen by backward. Not tracked, as in PyTorch: writes to
+the array itself (``t.data``, ``t.numpy()``, ``np.asarray(t)``), which bypass
+the tensor.
+
+How the change is tracked: ``clock`` below ticks at every in-place change; the
+tensor's ``_version`` is a one-element list holding the tick of its last change,
+the same list object for a tensor, its views and its detached copies (created
+on the first view, detach or change: a tensor that never has one costs nothing);
+every recorded op remembers the clock when it ran (``recorded_at``: one integer,
+whatever the number of inputs), and backward compares the two.
 """
 import numpy as np
 
@@ -75,8 +83,29 @@ def _in_place(tensor, other, ufunc, symbol):
         raise ValueError(f"in-place {symbol}: a tensor of shape {tensor.shape} cannot be combined in place "
                          f"with shape {np.shape(value)}: the result must keep the tensor's shape; "
                          f"write x = x {symbol[0]} y for a new tensor") from None
+    mark_changed([tensor])
+    return tensor
+
+
+def mark_changed(tensors):
+    """Record that the arrays of ``tensors`` were just changed in place (by ``+=`` above, or by an
+    optimizer's step, as PyTorch's ``p.add_()`` bumps the version), one tick for all."""
     global clock
     clock += 1
-    tensor._changed_at = clock
-    return tensor
+    for tensor in tensors:
+        version_of(tensor)[0] = clock
+
+
+def version_of(tensor) -> list:
+    """The tensor's shared version cell ``[tick of the last in-place change]``, made on first use."""
+    if tensor._version is None:
+        tensor._version = [0]
+    return tensor._version
+
+
+def share_version(source, view):
+    """Called by ``Function.apply`` for ops that may return a view: if ``view``'s array is (part
+    of) ``source``'s memory, a change through either is a change of both (PyTorch's views)."""
+    if np.may_share_memory(view.data, source.data):
+        view._version = version_of(source)
 

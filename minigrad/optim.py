@@ -3,12 +3,36 @@
 Each optimizer updates ``param.data`` in place from ``param.grad`` and can save
 and restore its state (``state_dict`` / ``load_state_dict``) as plain numpy
 arrays and numbers, so a checkpoint needs no pickle.
+
+Every constructor refuses a hyper-parameter that cannot train in one line
+naming it (a NaN, infinite or negative learning rate, betas outside [0, 1),
+a negative eps, weight decay or momentum, a non-integer step count), as
+PyTorch's optimizers do ("Invalid learning rate: ..."); a NaN would otherwise
+slip through every ``<`` comparison and train to NaN without a word.
 """
 import math
+import numbers
 
 import numpy as np
 
-from . import kernels
+from . import inplace, kernels
+
+
+def check_number(owner: str, name: str, value, low: float = 0.0, below: float = None) -> float:
+    """``value`` as a float if it is a finite real number >= ``low`` (and < ``below``), else one
+    ValueError naming ``owner``, the hyper-parameter and the allowed range."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) \
+            or value < low or (below is not None and value >= below):
+        allowed = f"in [{low:g}, {below:g})" if below is not None else f">= {low:g}"
+        raise ValueError(f"{owner}: invalid {name} {value!r}; it must be a finite number {allowed}")
+    return float(value)
+
+
+def check_count(owner: str, name: str, value, low: int = 0) -> int:
+    """``value`` as an int if it is an integer >= ``low`` (a number of steps), else one ValueError."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+        raise ValueError(f"{owner}: invalid {name} {value!r}; it must be an integer >= {low}")
+    return int(value)
 
 
 class Optimizer:
@@ -16,9 +40,7 @@ class Optimizer:
         self.params = list(params)
         if not self.params:
             raise ValueError(f"{type(self).__name__} got an empty parameter list")
-        if lr < 0:
-            raise ValueError(f"{type(self).__name__}: learning rate must be >= 0, got {lr}")
-        self.lr = lr
+        self.lr = check_number(type(self).__name__, "learning rate", lr)
         self.step_count = 0
 
     def zero_grad(self):
@@ -28,7 +50,10 @@ class Optimizer:
     def step(self):
         self.step_count += 1
         self.begin_step()
-        self.update_all([i for i, p in enumerate(self.params) if p.grad is not None])
+        updated = [i for i, p in enumerate(self.params) if p.grad is not None]
+        self.update_all(updated)
+        # the weights changed in place: a graph that saved one raises in backward (PyTorch does too)
+        inplace.mark_changed([self.params[i] for i in updated])
 
     def begin_step(self):
         """Per-step work shared by all parameters (after step_count is advanced)."""
@@ -77,7 +102,8 @@ class SGD(Optimizer):
 
     def __init__(self, params, lr: float, momentum: float = 0.0, weight_decay: float = 0.0):
         super().__init__(params, lr)
-        self.momentum, self.weight_decay = momentum, weight_decay
+        self.momentum = check_number("SGD", "momentum", momentum)
+        self.weight_decay = check_number("SGD", "weight_decay", weight_decay)
         self.velocity = [None] * len(self.params)
 
     def update(self, i, p, grad):
@@ -98,9 +124,11 @@ class Adam(Optimizer):
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0.0):
         super().__init__(params, lr)
-        if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
-            raise ValueError(f"Adam: betas must be in [0, 1), got {betas}")
-        self.betas, self.eps, self.weight_decay = tuple(betas), eps, weight_decay
+        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+            raise ValueError(f"Adam: invalid betas {betas!r}; give two numbers in [0, 1), e.g. (0.9, 0.999)")
+        self.betas = tuple(check_number("Adam", f"beta at index {k}", b, below=1.0) for k, b in enumerate(betas))
+        self.eps = check_number("Adam", "eps", eps)
+        self.weight_decay = check_number("Adam", "weight_decay", weight_decay)
         self.m = [None] * len(self.params)
         self.v = [None] * len(self.params)
 
@@ -148,7 +176,8 @@ class LRSchedule:
     """Sets ``optimizer.lr`` from the step number: call ``step()`` once per optimizer step."""
 
     def __init__(self, optimizer: Optimizer, base_lr: float):
-        self.optimizer, self.base_lr, self.last_step = optimizer, base_lr, 0
+        self.base_lr = check_number(type(self).__name__, "base learning rate", base_lr)
+        self.optimizer, self.last_step = optimizer, 0
         self.optimizer.lr = self.lr_at(1)
 
     def lr_at(self, step: int) -> float:
@@ -172,7 +201,7 @@ class WarmupInverseSqrt(LRSchedule):
     (the paper's schedule, with the peak given directly instead of via d_model)."""
 
     def __init__(self, optimizer, base_lr: float, warmup: int):
-        self.warmup = max(1, int(warmup))
+        self.warmup = max(1, check_count(type(self).__name__, "warmup", warmup))
         super().__init__(optimizer, base_lr)
 
     def lr_at(self, step):
@@ -183,7 +212,7 @@ class WarmupConstant(LRSchedule):
     """Linear warm-up to ``base_lr``, then constant."""
 
     def __init__(self, optimizer, base_lr: float, warmup: int):
-        self.warmup = max(1, int(warmup))
+        self.warmup = max(1, check_count(type(self).__name__, "warmup", warmup))
         super().__init__(optimizer, base_lr)
 
     def lr_at(self, step):
@@ -198,7 +227,9 @@ class WarmupCosine(LRSchedule):
     """
 
     def __init__(self, optimizer, base_lr: float, warmup: int, total_steps: int, min_lr: float = 0.0):
-        self.warmup, self.total_steps, self.min_lr = max(1, int(warmup)), max(1, int(total_steps)), min_lr
+        self.warmup = max(1, check_count("WarmupCosine", "warmup", warmup))
+        self.total_steps = check_count("WarmupCosine", "total_steps", total_steps, low=1)
+        self.min_lr = check_number("WarmupCosine", "min_lr", min_lr)
         super().__init__(optimizer, base_lr)
 
     def lr_at(self, step):
@@ -221,8 +252,11 @@ class WarmupPlateauCooldown(LRSchedule):
 
     def __init__(self, optimizer, base_lr: float, warmup: int, cooldown: int, total_steps: int,
                  min_lr: float = 0.0):
-        self.warmup, self.cooldown = max(1, int(warmup)), max(1, int(cooldown))
-        self.total_steps, self.min_lr = max(1, int(total_steps)), min_lr
+        owner = "WarmupPlateauCooldown"
+        self.warmup = max(1, check_count(owner, "warmup", warmup))
+        self.cooldown = check_count(owner, "cooldown", cooldown, low=1)
+        self.total_steps = check_count(owner, "total_steps", total_steps, low=1)
+        self.min_lr = check_number(owner, "min_lr", min_lr)
         self.cooldown_start = None        # the step after which the decay began (None: not yet)
         super().__init__(optimizer, base_lr)
 

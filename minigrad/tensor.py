@@ -10,7 +10,8 @@
 dtypes follow PyTorch: Python floats (and lists with any float) become
 float32, Python ints int64, bools bool; numpy arrays keep their dtype, except
 floats other than float32 and float64 (float64 stays: gradcheck needs it),
-which become float32. Integer tensors hold indices and never need a gradient.
+which become float32. Integer and bool tensors hold indices and masks and never
+require a gradient: an op whose result is one records nothing (PyTorch's rule).
 
 The op methods (``+``, ``@``, ``sum``, ``softmax``, ...) are thin wrappers around
 the op classes in ``minigrad.ops``, where each op's forward and backward sit
@@ -19,14 +20,14 @@ side by side.
 import numpy as np
 
 from . import autograd, hooks
-from .inplace import InPlaceOps
+from .inplace import InPlaceOps, version_of
 from .interop import NumpyInterop, refuse_numpy_arguments
 
 
 class Tensor(NumpyInterop, InPlaceOps):
     """numpy interop (``np.asarray``, ``float()``, ...) lives in ``interop.py``,
     the in-place operators (``+=``, ...) in ``inplace.py``."""
-    __slots__ = ("data", "grad", "requires_grad", "grad_fn", "name", "_retains_grad", "_hooks", "_changed_at",
+    __slots__ = ("data", "grad", "requires_grad", "grad_fn", "name", "_retains_grad", "_hooks", "_version",
                  "_tangents", "__weakref__")   # _tangents: {level: Tensor}, only ever set by forward_ad
 
     def __init__(self, data, requires_grad=False, dtype=None, name=None):
@@ -44,7 +45,7 @@ class Tensor(NumpyInterop, InPlaceOps):
         self.name = name
         self._retains_grad = False
         self._hooks = None      # {id: fn}, see register_hook
-        self._changed_at = 0    # in-place clock tick of the last += etc., see inplace.py
+        self._version = None    # [tick of the last += etc.], shared with views and detach(); inplace.py
 
     @classmethod
     def _from_op(cls, array, grad_fn):
@@ -57,7 +58,7 @@ class Tensor(NumpyInterop, InPlaceOps):
         out.name = None
         out._retains_grad = False
         out._hooks = None
-        out._changed_at = 0
+        out._version = None
         return out
 
     # ------------------------------------------------------------------ basics
@@ -82,8 +83,11 @@ class Tensor(NumpyInterop, InPlaceOps):
         return self.data.item()
 
     def detach(self) -> "Tensor":
-        """The same data, cut off from the graph."""
-        return Tensor._from_op(self.data, None)
+        """The same data, cut off from the graph. As in PyTorch it shares the data and the
+        in-place version: ``d = x.detach(); d += 1`` makes a backward that saved x raise."""
+        out = Tensor._from_op(self.data, None)
+        out._version = version_of(self)
+        return out
 
     def named(self, name: str) -> "Tensor":
         """Give this tensor a name (shown by ``viz.draw_graph``); returns self."""
@@ -310,6 +314,10 @@ class Tensor(NumpyInterop, InPlaceOps):
 
     # ----------------------------------------------------------------- dtype
     def astype(self, dtype):
+        """A copy in ``dtype``. Between float dtypes the gradient flows (cast back); a cast to
+        an integer or bool dtype cuts the graph, as in PyTorch: the result does not require
+        grad, and neither does anything computed from it alone (``Function.apply`` records
+        no op whose output is not floating-point)."""
         return ops.Cast.apply(self, dtype=np.dtype(dtype))
 
     float = lambda self: self.astype(np.float32)

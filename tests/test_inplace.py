@@ -76,9 +76,9 @@ def test_plain_tensor_updates_in_place_and_records_the_change():
     t = Tensor(np.array([1.0, 2.0]))
     array = t.data
     t *= 2
-    first = t._changed_at
+    first = t._version[0]
     t += Tensor(np.array([1.0, 1.0]))
-    assert t.data is array and 0 < first < t._changed_at
+    assert t.data is array and 0 < first < t._version[0]
     np.testing.assert_array_equal(t.numpy(), [3, 5])
 
 

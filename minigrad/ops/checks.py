@@ -4,8 +4,8 @@ import numpy as np
 
 
 def normalize_axis(axis: int, ndim: int, op: str) -> int:
-    if not isinstance(axis, (int, np.integer)):
-        raise TypeError(f"{op}: axis must be an int, got {type(axis).__name__}")
+    if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, (int, np.integer)):
+        raise TypeError(f"{op}: axis must be an int, got {type(axis).__name__} {axis!r}")
     if not -ndim <= axis < max(ndim, 1):
         raise ValueError(f"{op}: axis {axis} is out of range for a tensor with {ndim} dimension(s) "
                          f"(valid: {-ndim} .. {ndim - 1})")
@@ -16,6 +16,9 @@ def normalize_axes(axis, ndim: int, op: str):
     """None -> every axis; an int or a tuple of ints -> a sorted tuple of non-negative axes."""
     if axis is None:
         return tuple(range(ndim))
+    if not isinstance(axis, (int, np.integer, tuple, list)):
+        raise TypeError(f"{op}: axis must be None, an int or a tuple of ints, got {type(axis).__name__} "
+                        f"{axis!r}")
     axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
     normalized = tuple(sorted(normalize_axis(a, ndim, op) for a in axes))
     if len(set(normalized)) != len(normalized):

@@ -16,6 +16,7 @@ from .checks import normalize_axis, unwrap
 
 class Reshape(Function):
     differentiable_backward = True
+    returns_view = True     # numpy reshapes without a copy when it can: then the result shares x's memory
 
     def forward(self, a, shape):
         self.input_shape, self.shape = a.shape, shape
@@ -34,6 +35,7 @@ class Reshape(Function):
 
 class Transpose(Function):
     differentiable_backward = True
+    returns_view = True
 
     def forward(self, a, axes=None):
         if axes is None:
@@ -70,6 +72,7 @@ class BroadcastTo(Function):
 class GetItem(Function):
     """Slicing and integer-array indexing (embedding lookup, gathering target logits)."""
     differentiable_backward = True
+    returns_view = True     # basic slicing gives a view; integer arrays copy (not a view, as in PyTorch)
 
     def forward(self, a, index):
         self.index = _check_index(index)
@@ -106,8 +109,8 @@ class IndexAdd(Function):
 
 def index_add(grad, index, shape):
     """zeros(shape) with ``grad`` added at ``index``: numpy for arrays, the op for Tensors."""
-    if type(grad) is np.ndarray:
-        return _index_add(grad, index, shape)
+    if not xp._is_tensor(grad):     # an array, or a numpy scalar from a 0-d product
+        return _index_add(np.asarray(grad), index, shape)
     return IndexAdd.apply(grad, index=index, shape=shape)
 
 
@@ -213,8 +216,20 @@ def _check_same_shapes(op, arrays, skip_axis=None):
 
 
 def concatenate(tensors, axis=0):
-    return Concatenate.apply(*tensors, axis=axis)
+    return Concatenate.apply(*_tensor_list("concatenate", tensors), axis=axis)
 
 
 def stack(tensors, axis=0):
-    return Stack.apply(*tensors, axis=axis)
+    return Stack.apply(*_tensor_list("stack", tensors), axis=axis)
+
+
+def _tensor_list(op, tensors):
+    """A non-empty list of tensors (PyTorch's torch.cat refuses an empty list and a lone tensor too)."""
+    from ..tensor import Tensor
+    if isinstance(tensors, (Tensor, np.ndarray)):
+        raise TypeError(f"{op} takes a list of tensors, got one {type(tensors).__name__}; "
+                        f"write {op}([a, b, ...])")
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError(f"{op} needs at least one tensor, got an empty list")
+    return tensors
