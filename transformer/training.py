@@ -146,17 +146,18 @@ class Trainer:
 
     # ------------------------------------------------------------------- run
     def run(self, progress: bool = True, log_path: str = None, checkpoint_path: str = None,
-            profile_step: int = None) -> dict:
+            profile_step: int = None, blas_threads=None) -> dict:
         """Train until the target accuracy is confirmed or ``config.steps``; returns a summary.
 
         Ctrl-C or SIGTERM: the current step finishes, a checkpoint of it is saved and
         ``TrainingInterrupted`` (a KeyboardInterrupt) is raised. ``profile_step``: that step
-        runs inside ``minigrad.profile()`` and its table is printed.
+        runs inside ``minigrad.profile()`` and its table is printed. ``blas_threads``: a count
+        or ``"auto"`` (``minigrad.threads.TrainingThreads``; default one thread, repeatable).
         """
         log_path = log_path or os.path.join(self.out_dir, LOG_NAME)
         checkpoints = CheckpointCadence(self, checkpoint_path or os.path.join(self.out_dir, CHECKPOINT_NAME))
         clock = TrainingClock(self.elapsed)
-        blas = TrainingThreads()                   # BLAS threads per step (minigrad/threads.py)
+        blas = TrainingThreads(blas_threads)       # BLAS threads per step (minigrad/threads.py)
         stop = self.stopper.confirmed(self.step)   # a finished run resumed: nothing to train
         last_eval = None
         with TrainingLog(log_path, self.step, self.resumed_from) as log, GracefulInterrupt() as interrupt, \
