@@ -2,7 +2,7 @@
 date task it learns: ``1845-01-05`` -> ``January 5, 1845``.
 
     dates.py       the 68-token vocabulary, encode/decode, the date data set
-    positional.py  sinusoidal table (the seed's formula) or learned positions
+    positional.py  sinusoidal table (the paper's formula) or learned positions
     attention.py   scaled dot-product attention, SelfAttention / CrossAttention (packed w_qkv / w_kv), masks
     layers.py      feed-forward, EncoderLayer, DecoderLayer
     model.py       Transformer: encode, decode, decode_step (cached)

@@ -8,7 +8,7 @@
     backward_animation.py  the backward pass one frame per op (CLI: dates-backward-animation);
                         animation_output.py writes its frames as a GIF and an HTML slider
     heatmaps.py         attention-weight heatmaps per layer and head, training curves (matplotlib)
-    walkthrough.py      the seed's step-by-step tables for one date (CLI: dates-explain)
+    walkthrough.py      tokens -> embeddings -> positions -> Q -> QKᵀ -> softmax, as tables (CLI: dates-explain)
     inputs.py           which model to draw (runs/dates/model.npz, a checkpoint, or an untrained one)
                         and one date's token ids
 """
