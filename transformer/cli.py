@@ -23,7 +23,7 @@ DEFAULT_CHECKPOINT = "runs/dates/model.npz"
 DEFAULT_OUT = "runs/dates"
 EXIT_INTERRUPTED = 130      # 128 + SIGINT, what a shell reports for Ctrl-C
 EXIT_BROKEN_PIPE = 141      # 128 + SIGPIPE, what `yes | head -1` reports for `yes`
-COMPILE_SECONDS = 5         # a cold cache's compile before the first step, on two cores (README, Results)
+COMPILE_SECONDS = 4         # a cold cache's compile before the first step, on two cores (README, Results)
 
 
 def _fail(message: str) -> int:
