@@ -68,3 +68,10 @@ def test_the_hook_profiles_step_n_only_and_prints_its_table(tmp_path, capsys, mo
     code, out, err = train(capsys, "--out", tmp_path / "run", "--max-steps", 5, "--profile", 3, *TINY)
     assert code == 0, err
     assert profiled_steps == [3] and out.count("STAND-IN PROFILE TABLE") == 1
+
+
+def test_a_profile_step_the_run_never_reaches_is_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(minigrad, "profile", contextlib.nullcontext, raising=False)
+    code, out, err = train(capsys, "--out", tmp_path / "run", "--max-steps", 3, "--profile", 5, *TINY)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "--profile 5 is not a step this run trains (steps 1 to 3)" in err

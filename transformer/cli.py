@@ -302,6 +302,9 @@ def train_main(argv=None) -> int:
         return _fail(str(error))
     try:
         trainer = _open_trainer(args, out_dir, make_trainer)
+        if args.profile is not None and not trainer.step < args.profile <= trainer.config.steps:
+            return _fail(f"--profile {args.profile} is not a step this run trains (steps {trainer.step + 1} "
+                         f"to {trainer.config.steps})")
         _print_model(trainer)
         _compile_if_cold(COMPILE_SECONDS)
         summary = trainer.run(progress=not args.no_progress, profile_step=args.profile,
