@@ -1,4 +1,4 @@
-"""Print the seed walkthrough's tables (tokens, embeddings, positions, Q, QKᵀ, softmax) for one date.
+"""Print one attention head step by step (tokens, embeddings, positions, Q, QKᵀ, softmax) for one date.
 
 Runs `dates-explain` without installing: python examples/explain.py --help
 """

@@ -1,20 +1,23 @@
-"""How many threads BLAS (the Linear layers' matrix products) may use, chosen by measurement.
+"""How many threads BLAS (the Linear layers' matrix products) may use.
 
-On a quiet two-core machine OpenBLAS's second thread makes a training step faster.
-When another program keeps a core busy, that thread has to wait for the core after
-every product, and the same step becomes several times slower. Neither fixed
-setting is right, so:
+OpenBLAS's results depend on its thread count: at the model's shapes, every weight
+gradient (``xᵀ @ g`` over all positions) and the decoder's forward products differ in
+their last bits between one and two threads. A run whose thread count changes with the
+machine's load therefore takes another path from the same seed. Hence:
 
-- training (``TrainingThreads``) times its own steps and now and then tries the
-  other setting for a few steps, keeping whichever is faster: it follows the
-  machine as load comes and goes (the rule is ``AdaptiveThreads``);
-- decoding (``decoding_threads``) always uses one thread: one new token per
-  sequence makes small products that gain little from a second thread on a quiet
-  machine and lose several-fold on a busy one.
+- training (``TrainingThreads``) uses **one thread** unless told otherwise: the same seed
+  gives the same run, bit for bit, quiet or busy. On a busy machine one thread is also
+  the fast choice (a second OpenBLAS thread waits for a busy core after every product,
+  and the step becomes many times slower); on a quiet one two threads are faster.
+  ``auto`` trades repeatability for that speed: the step times itself and now and then
+  tries the other count, keeping whichever is faster (the rule is ``AdaptiveThreads``);
+- decoding (``decoding_threads``) always uses one thread: one new token per sequence
+  makes small products that gain little from a second thread on a quiet machine and
+  lose several-fold on a busy one.
 
-``MINIGRAD_BLAS_THREADS=N`` forces N threads for both; ``auto`` (the default) is the
-policy above. If BLAS itself was started with one thread (``OPENBLAS_NUM_THREADS=1``),
-``auto`` keeps one. Thread counts are switched at run time with threadpoolctl.
+``MINIGRAD_BLAS_THREADS=N`` forces N threads for both (repeatable for the same N),
+``auto`` selects the policy above for training; ``dates-train --blas-threads`` sets the
+same for one run. Thread counts are switched at run time with threadpoolctl.
 """
 import contextlib
 import os
@@ -25,16 +28,17 @@ from collections import Counter, deque
 import numpy  # noqa: F401  (threadpoolctl only finds BLAS libraries that are already loaded)
 
 ENV_VAR = "MINIGRAD_BLAS_THREADS"
+TRAINING_DEFAULT = 1    # repeatable runs on any load (see above); "auto" for speed on a quiet machine
 
 _blas = None            # threadpoolctl controller of the loaded BLAS libraries (made once: ~10 ms)
 _blas_default = 1       # threads BLAS had before anyone limited it
 
 
-def blas_setting(value=None):
-    """``"auto"`` or a forced thread count, from ``value`` or else ``$MINIGRAD_BLAS_THREADS``."""
+def blas_setting(value=None, default="auto"):
+    """``"auto"`` or a forced thread count, from ``value``, else ``$MINIGRAD_BLAS_THREADS``, else ``default``."""
     source = "argument"
     if value is None:
-        value, source = os.environ.get(ENV_VAR, "auto"), ENV_VAR
+        value, source = os.environ.get(ENV_VAR, default), ENV_VAR
     if isinstance(value, str):
         text = value.strip().lower()
         if text in ("", "auto"):
@@ -171,12 +175,13 @@ class AdaptiveThreads:
 class TrainingThreads:
     """The BLAS thread count for each training step: wrap the step in ``with threads.step():``.
 
-    ``setting`` is ``"auto"`` (``AdaptiveThreads`` between one thread and BLAS's own
-    count), a forced count, or ``None`` to read ``$MINIGRAD_BLAS_THREADS`` (default auto).
+    ``setting`` is a count (repeatable), ``"auto"`` (``AdaptiveThreads`` between one thread
+    and BLAS's own count: faster on a quiet machine, not repeatable), or ``None`` to read
+    ``$MINIGRAD_BLAS_THREADS`` (default ``TRAINING_DEFAULT``, one thread).
     """
 
     def __init__(self, setting=None, **adaptive_options):
-        self.setting = blas_setting(setting)
+        self.setting = blas_setting(setting, default=TRAINING_DEFAULT)
         most = blas_default_threads()
         self.policy = None
         if self.setting == "auto" and most > 1:

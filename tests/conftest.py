@@ -1,10 +1,11 @@
 """Settings shared by every test (and inherited by the subprocesses tests start).
 
 OpenBLAS's results differ in the last bits between one and two threads at the
-model's shapes, and the default thread policy (``minigrad/threads.py``) picks
-the count by timing. Tests that compare two runs bit for bit (resume equals an
-uninterrupted run) therefore pin one BLAS thread; the policy's own tests set
-``MINIGRAD_BLAS_THREADS`` themselves with monkeypatch.
+model's shapes. Training uses one BLAS thread by default (``minigrad/threads.py``),
+but a user's ``MINIGRAD_BLAS_THREADS`` would reach the tests that compare two runs
+bit for bit (resume equals an uninterrupted run), so the suite pins one thread; the
+thread tests set ``MINIGRAD_BLAS_THREADS`` themselves with monkeypatch, and
+test_repeatable_runs.py runs without it, as a user would.
 """
 import os
 

@@ -37,11 +37,11 @@ def every_day():
 
 # ---------------------------------------------------------------- seed examples, vocabulary
 
-def test_seed_source_example():
+def test_worked_source_example():
     assert encode("1676-11-30").tolist() == [65, 1, 6, 7, 6, 62, 1, 1, 62, 3, 0, 66]
 
 
-def test_seed_target_example():
+def test_worked_target_example():
     assert encode("November 30, 1676", 20).tolist() == [
         65, 23, 50, 57, 40, 48, 37, 40, 53, 64, 3, 0, 63, 64, 1, 6, 7, 6, 66, 67]
 

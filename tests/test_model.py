@@ -20,7 +20,7 @@ TINY = dict(d_model=8, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, 
 
 
 def closed_form_pe(pos, k, d_model):
-    """The seed's formula for one entry: sin for even columns 2i, cos for odd columns 2i+1."""
+    """The paper's formula for one entry: sin for even columns 2i, cos for odd columns 2i+1."""
     i = k // 2
     angle = pos / 10000 ** (2 * i / d_model)
     return math.sin(angle) if k % 2 == 0 else math.cos(angle)
@@ -41,7 +41,7 @@ def batch():
 
 
 # ------------------------------------------------------------------- positional
-def test_seed_value_pe_3_0_is_sin_3():
+def test_pe_3_0_is_sin_3():
     table = sinusoidal_encoding(4, 16)
     assert round(table[3, 0], 4) == 0.1411
     assert table[3, 0] == pytest.approx(math.sin(3), abs=1e-15)
@@ -80,10 +80,10 @@ def test_sinusoidal_rejects_bad_sizes():
         sinusoidal_encoding(-1, 8)
 
 
-def test_seed_worked_example_token_65_at_position_3():
-    """The seed's table: token 65 at position 3, dim 1 = -1.0169, becomes -0.8758 (d_model 16)."""
+def test_worked_example_token_65_at_position_3():
+    """A worked value: token 65 at position 3, dim 1 = -1.0169, becomes -0.8758 (d_model 16)."""
     x = np.zeros((1, 4, 16), dtype=np.float32)
-    x[0, 0, 0] = x[0, 3, 0] = -1.0169          # the seed's sequence: 65 at positions 0 and 3
+    x[0, 0, 0] = x[0, 3, 0] = -1.0169          # token 65 at positions 0 and 3
     x[0, 0, 1] = x[0, 3, 1] = 3.7117
     out = SinusoidalPositions(20, 16)(Tensor(x)).data
     assert out.dtype == np.float32

@@ -115,3 +115,18 @@ def test_checkpoint_models_are_loaded_not_recreated(tmp_path, model):
         np.testing.assert_array_equal(p.data, q.data, err_msg=name)
     assert main(["--checkpoint", path, "--out-dir", str(tmp_path), "--prefix", "ckpt"]) == 0
     assert (tmp_path / "ckpt_cross.png").exists()
+
+
+def test_training_curves_show_the_free_batch_estimate_beside_a_single_evaluation(tmp_path):
+    """A default run evaluates held-out dates once; every step logs its batch's exact match,
+    so the panel still shows a curve, averaged over 4 batches as the stopping rule does."""
+    records = [{"step": s, "loss": 1.0 / s, "batch_exact_match": s / 10} for s in range(1, 11)]
+    records[9]["exact_match"] = 0.995
+    saved = plot_training_curves(_write_log(tmp_path / "log.jsonl", records), tmp_path / "curves.png")
+    loss_ax, match_ax = saved.figure.axes
+    held_out, batches = match_ax.lines
+    assert list(held_out.get_xdata()) == [10] and list(batches.get_xdata()) == list(range(4, 11))
+    np.testing.assert_allclose(batches.get_ydata(), [100 * (s - 1.5) / 10 for s in range(4, 11)])
+    labels = [text.get_text() for text in match_ax.get_legend().get_texts()]
+    assert labels[0] == "held-out dates (1 evaluation)" and labels[1].startswith("training batches")
+    assert match_ax.get_xlim() == loss_ax.get_xlim()         # one step axis for both panels

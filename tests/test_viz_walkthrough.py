@@ -1,4 +1,4 @@
-"""viz.walkthrough: the seed's tables, checked against a direct numpy computation."""
+"""viz.walkthrough: its tables (tokens -> ... -> softmax), checked against a direct numpy computation."""
 import math
 
 import numpy as np
@@ -12,7 +12,7 @@ SEED_IDS = [65, 1, 6, 7, 6, 62, 1, 1, 62, 3, 0, 66]
 
 @pytest.fixture(scope="module")
 def model():
-    return load_or_create_model(seed=0, d_model=16)          # the seed's width; 4 heads of 4
+    return load_or_create_model(seed=0, d_model=16)          # the walkthrough's width; 4 heads of 4
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +39,7 @@ def test_embedding_scaling_and_positions_match_numpy(model, steps):
     pe = np.empty((12, 16))
     pe[:, 0::2], pe[:, 1::2] = np.sin(angle), np.cos(angle)
     np.testing.assert_allclose(steps.positional, pe, atol=1e-6)
-    assert round(float(steps.positional[3, 0]), 4) == 0.1411                    # the seed's PE(3, 0)
+    assert round(float(steps.positional[3, 0]), 4) == 0.1411                    # PE(3, 0) = sin 3
     np.testing.assert_allclose(steps.x, rows * 4.0 + pe, atol=1e-5)
 
 

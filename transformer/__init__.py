@@ -2,12 +2,13 @@
 date task it learns: ``1845-01-05`` -> ``January 5, 1845``.
 
     dates.py       the 68-token vocabulary, encode/decode, the date data set
-    positional.py  sinusoidal table (the seed's formula) or learned positions
+    positional.py  sinusoidal table (the paper's formula) or learned positions
     attention.py   scaled dot-product attention, SelfAttention / CrossAttention (packed w_qkv / w_kv), masks
     layers.py      feed-forward, EncoderLayer, DecoderLayer
     model.py       Transformer: encode, decode, decode_step (cached)
     decoding.py    greedy, beam search, temperature / top-k sampling
     training.py    Trainer (Adam + warm-up, checkpoints, resume), load_model
+    session.py     around each step: clock, log, progress bar, checkpoint cadence, profiler hook
     stopping.py    when to evaluate, when the model is done (target, cool-down, confirmation)
     interrupt.py   Ctrl-C / SIGTERM: finish the step, save, exit 130
     run_dir.py     the run folder: overwrite refusal, lock, stale temporaries, log cut on resume

@@ -69,20 +69,13 @@ def _check_mask(mask, scores_shape):
 
 
 # The packed projections and the separate d_model x d_model matrices they hold, in order
-# (checkpoints written before the packing have the separate ones: ``checkpoint`` converts them).
+# (``Transformer._init_weights`` initialises each block as a matrix of its own).
 PACKED_PROJECTIONS = {"w_qkv": ("w_q", "w_k", "w_v"), "w_kv": ("w_k", "w_v")}
 
 
 def packed_linear(d_model: int, parts: int) -> nn.Linear:
-    """Linear(d_model, parts * d_model), initialised exactly as ``parts`` separate
-    Linear(d_model, d_model) layers created one after the other would be (same draws), so
-    a model starts from the same weights whether its projections are packed or not."""
-    separate = [nn.Linear(d_model, d_model) for _ in range(parts)]
-    packed = nn.Linear.__new__(nn.Linear)        # a Linear without drawing weights of its own
-    packed.in_features, packed.out_features = d_model, parts * d_model
-    packed.weight = nn.Parameter(np.concatenate([p.weight.data for p in separate], axis=1))
-    packed.bias = nn.Parameter(np.concatenate([p.bias.data for p in separate]))
-    return packed
+    """Linear(d_model, parts * d_model): ``parts`` projections side by side, one product."""
+    return nn.Linear(d_model, parts * d_model)
 
 
 class MultiHeadAttention(nn.Module):

@@ -17,20 +17,14 @@ header is read and checked against its size before any array is allocated (no pi
 object arrays), the weights must be finite floating-point numbers, and the stored model
 config must be valid and describe exactly as many weights as the file holds. Every problem
 is one ``CheckpointError`` naming the file and what is wrong.
-
-Checkpoints written before attention packed its projections (``w_q``, ``w_k``, ``w_v`` in
-every attention module) load too: ``convert_legacy_attention`` joins the matrices into
-today's ``w_qkv`` / ``w_kv`` as the file is read, with Adam's moment buffers.
 """
 import json
 import os
-import re
 import stat
 import zipfile
 
 import numpy as np
 
-from .attention import PACKED_PROJECTIONS
 from .config import ModelConfig
 
 FORMAT_VERSION = 1
@@ -110,7 +104,6 @@ def load_checkpoint(path):
         if name.startswith(("model/", "optim/")):
             _check_weights(path, name, value)
     _check_model_config(path, meta, model_state)
-    model_state, optimizer_state = convert_legacy_attention(path, model_state, optimizer_state)
     scalars = meta.pop("optimizer_scalars", {})
     if not isinstance(scalars, dict):
         raise CheckpointError(f"checkpoint {path} has unreadable metadata (optimizer_scalars is not an object)")
@@ -202,83 +195,3 @@ def _check_model_config(path, meta, model_state):
     if stored != expected:
         raise CheckpointError(f"checkpoint {path} does not fit the model it describes (its config "
                               f"means {expected:,} weights, the file holds {stored:,})")
-
-
-# --------------------------------------------- checkpoints from before packed attention
-# which packed projection each attention module of the model has today
-PACKED_IN_MODULE = {"self_attn": "w_qkv", "cross_attn": "w_kv"}
-_BUFFER_KEY = re.compile(r"^(\w+)\.(\d+)$")       # optimizer buffers: 'm.12' = Adam's m of parameter 12
-
-
-def convert_legacy_attention(path, model_state: dict, optimizer_state: dict):
-    """Old layout -> packed layout: every '<module>.self_attn.w_q|w_k|w_v.<weight|bias>' becomes
-    one '<module>.self_attn.w_qkv.<...>' (the three side by side, in that order) and
-    'cross_attn.w_k|w_v' becomes 'cross_attn.w_kv'. The optimizer's buffers ('m.<i>', indexed in
-    parameter order, which is the order the weights are stored in) are joined and renumbered
-    the same way. A checkpoint already in the packed layout is returned as it is."""
-    names = list(model_state)
-    if not any(_packed_home(name) for name in names):
-        return model_state, optimizer_state
-    new_order, sources = [], {}                 # packed (or unchanged) name -> the stored names it joins
-    for name in names:
-        home = _packed_home(name)
-        if home is None:
-            new_order.append(name)
-            sources[name] = [name]
-        elif home not in sources:
-            if home in model_state:
-                raise CheckpointError(f"checkpoint {path} holds both {home} and the old-layout {name}")
-            parts = [_legacy_name(home, part) for part in PACKED_PROJECTIONS[home.split(".")[-2]]]
-            missing = [part for part in parts if part not in model_state]
-            if missing:
-                raise CheckpointError(f"checkpoint {path} has an old-layout attention without {', '.join(missing)}")
-            new_order.append(home)
-            sources[home] = parts
-    converted = {}
-    for name in new_order:
-        arrays = [model_state[part] for part in sources[name]]
-        if len(arrays) > 1 and (len({a.shape for a in arrays}) != 1 or arrays[0].ndim not in (1, 2)):
-            raise CheckpointError(f"checkpoint {path}: cannot join {', '.join(sources[name])} into {name}: shapes "
-                                  f"{', '.join(str(a.shape) for a in arrays)} (expected equal (d, d) or (d,))")
-        converted[name] = arrays[0] if len(arrays) == 1 else np.concatenate(arrays, axis=-1)
-    return converted, _renumber_buffers(path, optimizer_state, names, new_order, sources, model_state)
-
-
-def _packed_home(name):
-    """'decoder.layers.0.self_attn.w_k.bias' -> 'decoder.layers.0.self_attn.w_qkv.bias': the packed
-    parameter an old-layout name belongs in; None for any other name."""
-    if name.count(".") < 2:
-        return None
-    *prefix, module, linear, kind = name.split(".")
-    packed = PACKED_IN_MODULE.get(module)
-    if packed is None or linear not in PACKED_PROJECTIONS[packed]:
-        return None
-    return ".".join([*prefix, module, packed, kind])
-
-
-def _legacy_name(packed_name, linear):
-    *prefix, _, kind = packed_name.split(".")
-    return ".".join([*prefix, linear, kind])
-
-
-def _renumber_buffers(path, optimizer_state, old_order, new_order, sources, model_state):
-    old_index = {name: i for i, name in enumerate(old_order)}
-    buffers, converted = {}, {}
-    for key, value in optimizer_state.items():
-        match = _BUFFER_KEY.match(key)
-        if match and isinstance(value, np.ndarray):
-            buffers.setdefault(match.group(1), {})[int(match.group(2))] = value
-        else:
-            converted[key] = value
-    for buffer, by_index in buffers.items():
-        for new_index, name in enumerate(new_order):
-            parts = [by_index.get(old_index[part]) for part in sources[name]]
-            if all(part is None for part in parts):
-                continue                        # no update yet: the optimizer starts this one afresh
-            parts = [np.zeros_like(model_state[n]) if part is None else part for n, part in zip(sources[name], parts)]
-            if len({part.shape for part in parts}) != 1:
-                raise CheckpointError(f"checkpoint {path}: the optimizer's {buffer} buffers of "
-                                      f"{', '.join(sources[name])} have shapes "
-                                      f"{', '.join(str(part.shape) for part in parts)}, expected equal")
-            converted[f"{buffer}.{new_index}"] = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=-1)
-    return converted

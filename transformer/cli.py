@@ -23,6 +23,7 @@ DEFAULT_CHECKPOINT = "runs/dates/model.npz"
 DEFAULT_OUT = "runs/dates"
 EXIT_INTERRUPTED = 130      # 128 + SIGINT, what a shell reports for Ctrl-C
 EXIT_BROKEN_PIPE = 141      # 128 + SIGPIPE, what `yes | head -1` reports for `yes`
+COMPILE_SECONDS = 4         # a cold cache's compile before the first step, on two cores (README, Results)
 
 
 def _fail(message: str) -> int:
@@ -30,8 +31,25 @@ def _fail(message: str) -> int:
     return 2
 
 
+class _HelpWithDefaults(argparse.RawDescriptionHelpFormatter):
+    """argparse's ArgumentDefaultsHelpFormatter, except that a default the help already states,
+    ``None`` or a switch's ``False`` is not repeated; descriptions keep their paragraphs."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if "default" in text or action.default is None or action.default is False \
+                or action.default == argparse.SUPPRESS:
+            return text
+        return text + " (default: %(default)s)"
+
+
 class _Parser(argparse.ArgumentParser):
-    """argparse with the project's one-line errors (exit code 2, as argparse's own)."""
+    """argparse with the project's one-line errors (exit code 2, as argparse's own) and every
+    option's default in its help."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", _HelpWithDefaults)
+        super().__init__(*args, **kwargs)
 
     def error(self, message):
         self.exit(2, f"error: {message} (see {self.prog} --help)\n")
@@ -90,51 +108,106 @@ def _quiet_on_closed_stdout(main):
 
 
 # ------------------------------------------------------------------- train
+TRAIN_DESCRIPTION = """\
+Train the date-rewriting Transformer on minigrad, until it is done.
+
+When to stop: every training batch's teacher-forced exact match is free to compute
+(the logits exist already). When the last 4 batches together reach --cooldown-at
+(98%), the learning rate cools down over --cooldown steps (50) from its peak (--lr,
+2e-3, reached after --warmup steps) to a tenth of it; at the end of that cool-down the
+2,000 held-out dates are decoded, and if their exact match reaches --target-accuracy
+(99.9%) the run stops there. No single evaluation at the peak rate can end a run; if
+the settled model falls short, training goes on at the low rate and the next hit needs
+the batches at the target itself. --max-steps bounds the run; --target-accuracy 0
+trains every step. How the rule was chosen: docs/early_stopping.md.
+
+Ctrl-C saves the last completed step; --resume continues it exactly."""
+
+
+def _blas_threads(text: str):
+    """argparse type: 'auto' or a thread count >= 1."""
+    from minigrad.threads import blas_setting
+    try:
+        return blas_setting(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error).split(": ", 1)[-1]) from None
+
+
 def _train_parser():
     from .config import ModelConfig
     from .training import SCHEDULES, TrainConfig
 
-    p = _Parser(
-        prog="dates-train", description="Train the date-rewriting Transformer on minigrad. Training stops "
-        "once held-out exact match reaches --target-accuracy (confirmed after a learning-rate cool-down). "
-        "Ctrl-C saves the last completed step; --resume continues it.")
-    m, t = ModelConfig(), TrainConfig()
+    p = _Parser(prog="dates-train", description=TRAIN_DESCRIPTION)
+    t = TrainConfig()
+    _run_options(p.add_argument_group("the run"), t)
+    _stopping_options(p.add_argument_group("when to stop"), t)
+    _optimizer_options(p.add_argument_group("optimizer and data"), t, SCHEDULES)
+    _model_options(p.add_argument_group("the model (a new run; --resume keeps the checkpoint's)"), ModelConfig())
+    return p
+
+
+def _run_options(p, t):
     p.add_argument("--out", default=None,
                    help=f"folder for the checkpoint and training log (default: {DEFAULT_OUT}; with --resume "
                         "the checkpoint's folder)")
-    p.add_argument("--resume", metavar="CHECKPOINT", help="continue the run saved in this checkpoint")
+    p.add_argument("--resume", metavar="CHECKPOINT", help="continue the run saved in this checkpoint (default: a new run)")
     p.add_argument("--force", action="store_true", help="replace a checkpoint already in the --out folder")
+    p.add_argument("--seed", type=int, default=t.seed,
+                   help="seeds the initial weights, dropout and the training batches. With a fixed BLAS thread "
+                        "count (one, unless --blas-threads says otherwise) the same seed repeats the same run bit for bit on any machine "
+                        "load: the same losses, the same stopping step, the same held-out accuracy (on the same "
+                        "CPU type and numpy/OpenBLAS build); the seconds vary. With --blas-threads auto the run "
+                        "may take another path")
+    p.add_argument("--blas-threads", type=_blas_threads, default=None, metavar="N|auto",
+                   help="threads for BLAS (the Linear layers' products). N: that many for every step "
+                        "(repeatable for the same N); auto: chosen by timing, faster on a quiet machine, but "
+                        "OpenBLAS's last bits depend on the count, so two runs from one seed can differ "
+                        "(default: $MINIGRAD_BLAS_THREADS, else 1)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (logs only)")
+    p.add_argument("--profile", type=int, default=None, metavar="N",
+                   help="run step N (counted from 1, as in the log) inside minigrad.profile() and print its "
+                        "table: every op that ran, forward and backward, its calls, time, kernel or numpy "
+                        "(default: no profiling)")
+
+
+def _stopping_options(p, t):
     p.add_argument("--max-steps", "--steps", dest="steps", type=int, default=None,
                    help=f"at most this many optimizer steps in all (default: {t.steps}); with --resume a new "
                         "maximum (keep it unchanged to finish a run exactly as if uninterrupted)")
     p.add_argument("--target-accuracy", type=_finite, default=None,
-                   help=f"stop when held-out exact match reaches this fraction (default: {t.target_accuracy}); "
-                        "0 = never stop early, train --max-steps steps")
-    p.add_argument("--cooldown", type=int, default=t.cooldown,
-                   help="steps of learning-rate decay once the training batches' exact match reaches "
-                        "--cooldown-at; the held-out target must hold at their end (default: %(default)s)")
+                   help=f"stop when held-out exact match reaches this fraction at the end of the cool-down "
+                        f"(default: {t.target_accuracy}); 0 = never stop early, train --max-steps steps")
     p.add_argument("--cooldown-at", type=_finite, default=t.cooldown_at,
-                   help="exact match of the last 4 training batches that starts the cool-down "
-                        "(default: %(default)s)")
-    p.add_argument("--batch-size", type=int, default=t.batch_size)
-    p.add_argument("--lr", type=_finite, default=t.lr, help="peak learning rate after warm-up")
-    p.add_argument("--warmup", type=int, default=t.warmup)
-    p.add_argument("--schedule", choices=SCHEDULES, default=t.schedule,
-                   help="plateau: warm-up, peak rate until --cooldown-at, then cool-down (default)")
-    p.add_argument("--clip", type=_finite, default=t.clip, help="max gradient norm, 0 for none")
-    p.add_argument("--label-smoothing", type=_finite, default=t.label_smoothing)
-    p.add_argument("--seed", type=int, default=t.seed)
+                   help="exact match of the last 4 training batches that starts the cool-down")
+    p.add_argument("--cooldown", type=int, default=t.cooldown,
+                   help="steps of learning-rate decay once --cooldown-at is reached; the held-out target must "
+                        "hold at their end")
     p.add_argument("--eval-every", type=int, default=None,
-                   help="also evaluate every N steps for the log (default: 0 = only when the target looks "
-                        "reached, and at the end)")
-    p.add_argument("--d-model", type=int, default=m.d_model)
-    p.add_argument("--heads", type=int, default=m.num_heads)
+                   help="also evaluate on every held-out date every N steps, for the log (default: 0 = only "
+                        "when the stopping rule asks, and at the end)")
+
+
+def _optimizer_options(p, t, schedules):
+    p.add_argument("--lr", type=_finite, default=t.lr, help="peak learning rate (Adam), reached after warm-up")
+    p.add_argument("--warmup", type=int, default=t.warmup, help="steps of linear warm-up from 0 to --lr")
+    p.add_argument("--schedule", choices=schedules, default=t.schedule,
+                   help="after warm-up. plateau: the peak rate until --cooldown-at, then the cool-down; cosine: "
+                        "to 0 at --max-steps; inverse_sqrt; constant")
+    p.add_argument("--batch-size", type=int, default=t.batch_size, help="dates per training step")
+    p.add_argument("--clip", type=_finite, default=t.clip, help="max global gradient norm, 0 for none")
+    p.add_argument("--label-smoothing", type=_finite, default=t.label_smoothing,
+                   help="cross-entropy label smoothing, 0 for none")
+
+
+def _model_options(p, m):
+    p.add_argument("--d-model", type=int, default=m.d_model, help="width of embeddings and every layer")
+    p.add_argument("--heads", type=int, default=m.num_heads, help="attention heads (must divide --d-model)")
     p.add_argument("--layers", type=int, default=m.num_encoder_layers, help="encoder and decoder layers each")
-    p.add_argument("--d-ff", type=int, default=m.d_ff)
-    p.add_argument("--dropout", type=_finite, default=m.dropout)
-    p.add_argument("--positional", choices=["sinusoidal", "learned"], default=m.positional)
-    p.add_argument("--no-progress", action="store_true", help="no progress bar (logs only)")
-    return p
+    p.add_argument("--d-ff", type=int, default=m.d_ff, help="hidden width of each feed-forward block")
+    p.add_argument("--dropout", type=_finite, default=m.dropout,
+                   help="dropout on embeddings, sublayers and attention weights (attention then runs op by op)")
+    p.add_argument("--positional", choices=["sinusoidal", "learned"], default=m.positional,
+                   help="fixed sine/cosine positions or a learned embedding per position")
 
 
 def _new_trainer(args, out_dir):
@@ -154,70 +227,102 @@ def _new_trainer(args, out_dir):
     return lambda: Trainer(model_config, train_config, out_dir=out_dir)
 
 
+def _train_out_dir(args) -> str:
+    if args.resume:
+        return args.out or os.path.dirname(os.path.abspath(args.resume))
+    return args.out if args.out is not None else DEFAULT_OUT
+
+
+def _claim_run_folder(args, out_dir):
+    """Check the settings and the folder, and lock it: -> (lock, make_trainer or None when resuming)."""
+    from .run_dir import RunFolderError, RunLock, check_writable_folder
+
+    if not out_dir.strip():
+        raise RunFolderError("--out is empty: give a folder for the checkpoint and log")
+    if args.profile is not None and args.profile < 1:
+        raise ValueError(f"--profile must be a step number >= 1, got {args.profile}")
+    make_trainer = None if args.resume else _new_trainer(args, out_dir)
+    check_writable_folder(out_dir)
+    return RunLock(out_dir).acquire(), make_trainer
+
+
+def _open_trainer(args, out_dir, make_trainer):
+    """The Trainer of a new run, or of the resumed one, once the folder may be written."""
+    from .run_dir import refuse_to_overwrite, remove_stale_temporaries
+    from .training import Trainer
+
+    remove_stale_temporaries(out_dir)
+    checkpoint = os.path.join(out_dir, "model.npz")
+    resuming_in_place = (args.resume and os.path.exists(args.resume) and os.path.exists(checkpoint)
+                         and os.path.samefile(args.resume, checkpoint))
+    if not args.force and not resuming_in_place:
+        refuse_to_overwrite(out_dir)
+    if not args.resume:
+        return make_trainer()
+    overrides = {k: getattr(args, k) for k in ("target_accuracy", "eval_every") if getattr(args, k) is not None}
+    trainer = Trainer.resume(args.resume, out_dir=out_dir, steps=args.steps, **overrides)
+    print(f"resuming {args.resume} at step {trainer.step} (at most {trainer.config.steps}), writing to {out_dir}")
+    return trainer
+
+
+def _train_stopped(error, out_dir) -> int:
+    """The one line and exit code of a run that could not finish."""
+    from .interrupt import TrainingInterrupted
+
+    if isinstance(error, TrainingInterrupted):
+        print(f"interrupted at step {error.step}; checkpoint saved to {error.checkpoint}; "
+              f"resume with: dates-train --resume {error.checkpoint}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    if isinstance(error, KeyboardInterrupt):
+        print(f"interrupted before a step was saved; {out_dir} keeps its previous checkpoint, if any",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
+    if isinstance(error, OSError):
+        return _fail(f"could not write to {out_dir}: {error.strerror or error}; "
+                     "the previous checkpoint there, if any, is intact")
+    return _fail(str(error))                      # CheckpointError, RunFolderError
+
+
 @_quiet_on_closed_stdout
 def train_main(argv=None) -> int:
     from .checkpoint import CheckpointError
-    from .interrupt import TrainingInterrupted
-    from .run_dir import (RunFolderError, RunLock, check_writable_folder, refuse_to_overwrite,
-                          remove_stale_temporaries)
-    from .training import Trainer
+    from .run_dir import RunFolderError
+    from .session import profiler_available
 
     args = _train_parser().parse_args(argv)
+    if args.profile is not None and not profiler_available():
+        return _fail("--profile needs minigrad.profile(), which this version of minigrad does not have")
     wall_start = time.perf_counter()
-    if args.resume:
-        out_dir = args.out or os.path.dirname(os.path.abspath(args.resume))
-    else:
-        out_dir = args.out if args.out is not None else DEFAULT_OUT
+    out_dir = _train_out_dir(args)
     try:
-        if not out_dir.strip():
-            raise RunFolderError("--out is empty: give a folder for the checkpoint and log")
-        make_trainer = None if args.resume else _new_trainer(args, out_dir)
-        check_writable_folder(out_dir)
-        lock = RunLock(out_dir).acquire()
+        lock, make_trainer = _claim_run_folder(args, out_dir)
     except ValueError as error:
         return _fail(f"bad setting: {error}")
     except RunFolderError as error:
         return _fail(str(error))
     try:
-        remove_stale_temporaries(out_dir)
-        checkpoint = os.path.join(out_dir, "model.npz")
-        resuming_in_place = (args.resume and os.path.exists(args.resume) and os.path.exists(checkpoint)
-                             and os.path.samefile(args.resume, checkpoint))
-        if not args.force and not resuming_in_place:
-            refuse_to_overwrite(out_dir)
-        if args.resume:
-            overrides = {k: getattr(args, k) for k in ("target_accuracy", "eval_every")
-                         if getattr(args, k) is not None}
-            trainer = Trainer.resume(args.resume, out_dir=out_dir, steps=args.steps, **overrides)
-            print(f"resuming {args.resume} at step {trainer.step} (at most {trainer.config.steps}), "
-                  f"writing to {out_dir}")
-        else:
-            trainer = make_trainer()
-        mc = trainer.model_config
-        print(f"model: d_model {mc.d_model}, {mc.num_heads} heads, {mc.num_encoder_layers}+"
-              f"{mc.num_decoder_layers} layers, d_ff {mc.d_ff}, {trainer.model.num_parameters():,} parameters",
-              flush=True)
-        _compile_if_cold(5)
-        summary = trainer.run(progress=not args.no_progress)
-    except (CheckpointError, RunFolderError) as error:
-        return _fail(str(error))
-    except TrainingInterrupted as stop:
-        print(f"interrupted at step {stop.step}; checkpoint saved to {stop.checkpoint}; "
-              f"resume with: dates-train --resume {stop.checkpoint}", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except KeyboardInterrupt:
-        print(f"interrupted before a step was saved; {out_dir} keeps its previous checkpoint, if any",
-              file=sys.stderr)
-        return EXIT_INTERRUPTED
+        trainer = _open_trainer(args, out_dir, make_trainer)
+        if args.profile is not None and not trainer.step < args.profile <= trainer.config.steps:
+            return _fail(f"--profile {args.profile} is not a step this run trains (steps {trainer.step + 1} "
+                         f"to {trainer.config.steps})")
+        _print_model(trainer)
+        _compile_if_cold(COMPILE_SECONDS)
+        summary = trainer.run(progress=not args.no_progress, profile_step=args.profile,
+                              blas_threads=args.blas_threads)
     except BrokenPipeError:
         raise                  # stdout's reader left (`| head`): _quiet_on_closed_stdout ends quietly
-    except OSError as error:
-        return _fail(f"could not write to {out_dir}: {error.strerror or error}; "
-                     "the previous checkpoint there, if any, is intact")
+    except (CheckpointError, RunFolderError, KeyboardInterrupt, OSError) as error:
+        return _train_stopped(error, out_dir)
     finally:
         lock.release()
     _print_summary(summary, trainer, time.perf_counter() - wall_start)
     return 0
+
+
+def _print_model(trainer):
+    mc = trainer.model_config
+    print(f"model: d_model {mc.d_model}, {mc.num_heads} heads, {mc.num_encoder_layers}+{mc.num_decoder_layers} "
+          f"layers, d_ff {mc.d_ff}, {trainer.model.num_parameters():,} parameters", flush=True)
 
 
 def _print_summary(summary, trainer, wall):
@@ -254,12 +359,15 @@ def translate_main(argv=None) -> int:
     p = _Parser(prog="dates-translate",
                                 description="Rewrite ISO dates (YYYY-MM-DD) as 'Month D, YYYY' with a trained model.")
     p.add_argument("dates", nargs="*", help="dates to rewrite; none: read one per line from stdin")
-    p.add_argument("--checkpoint", default=DEFAULT_CHECKPOINT, help="default: %(default)s")
+    p.add_argument("--checkpoint", default=DEFAULT_CHECKPOINT, help="the trained model (default: %(default)s)")
     group = p.add_mutually_exclusive_group()
-    group.add_argument("--beam", type=int, metavar="K", help="beam search with K beams")
-    group.add_argument("--temperature", type=_finite, metavar="T", help="sample with temperature T (0 = greedy)")
-    p.add_argument("--top-k", type=int, help="with --temperature: sample among the K most likely tokens")
-    p.add_argument("--seed", type=int, default=None, help="random seed for sampling")
+    group.add_argument("--beam", type=int, metavar="K", help="beam search with K beams (default: greedy)")
+    group.add_argument("--temperature", type=_finite, metavar="T",
+                       help="sample with temperature T, 0 = greedy (default: greedy)")
+    p.add_argument("--top-k", type=int, help="with --temperature: sample among the K most likely tokens "
+                                             "(default: all)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="random seed for sampling (default: a fresh one every run)")
     args = p.parse_args(argv)
 
     texts = args.dates or [line.strip() for line in sys.stdin if line.strip()]
@@ -303,7 +411,7 @@ def evaluate_main(argv=None) -> int:
     from .training import load_model
 
     p = _Parser(prog="dates-evaluate", description="Accuracy on the 2,000 held-out dates.")
-    p.add_argument("--checkpoint", default=DEFAULT_CHECKPOINT, help="default: %(default)s")
+    p.add_argument("--checkpoint", default=DEFAULT_CHECKPOINT, help="the trained model (default: %(default)s)")
     p.add_argument("--beam", type=int, default=1, metavar="K", help="beam width (1 = greedy)")
     p.add_argument("--show", type=int, default=5, metavar="N", help="show up to N wrong outputs")
     p.add_argument("--json", action="store_true", help="print the result as JSON")

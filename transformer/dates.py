@@ -29,7 +29,7 @@ requested length. Sources always fill ``SRC_LEN = 12`` exactly (10 characters + 
 targets are padded to ``TGT_LEN = 20`` (the longest, e.g. "September 28, 1976", is 18
 characters + 2 markers). Decoding stops at the first ``<eos>`` and drops ``<sos>``/``<pad>``.
 
-Worked example (the seed document's):
+Worked example (the date ``dates-explain`` walks through):
 
 >>> encode("1676-11-30").tolist()
 [65, 1, 6, 7, 6, 62, 1, 1, 62, 3, 0, 66]

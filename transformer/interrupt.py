@@ -25,14 +25,12 @@ class GracefulInterrupt:
     def __init__(self):
         self.requested = False
         self.armed = False
-        self.signal_name = None
         self._previous = {}
 
     def _handle(self, signum, frame):
         if self.requested or not self.armed:
             raise KeyboardInterrupt
         self.requested = True
-        self.signal_name = signal.Signals(signum).name
 
     def __enter__(self):
         if threading.current_thread() is threading.main_thread():   # only there can handlers be set

@@ -60,10 +60,10 @@ class Transformer(nn.Module):
         self._init_weights()
 
     def _init_weights(self):
-        # Xavier-uniform for every matrix, as the paper's reference code and the
-        # PyTorch reference in shared/bench do; with embeddings scaled by sqrt(d)
-        # this trains the date task in a few hundred steps. A packed projection (w_qkv,
-        # w_kv) gets it block by block, as the separate d x d matrices it holds would.
+        # Xavier-uniform for every matrix, as PyTorch's nn.Transformer does (its
+        # _reset_parameters); with embeddings scaled by sqrt(d) this trains the date task
+        # in a few hundred steps. A packed projection (w_qkv, w_kv) gets it block by
+        # block, as the separate d x d matrices it holds would.
         for name, p in self.named_parameters():
             if p.ndim == 2:
                 linear = name.split(".")[-2]             # 'w_qkv' in '...self_attn.w_qkv.weight'

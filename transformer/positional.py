@@ -1,9 +1,9 @@
-"""Positional information: the seed's sinusoidal table, or a learned embedding.
+"""Positional information: the sinusoidal table of "Attention Is All You Need", or a learned embedding.
 
 PE(pos, 2i)   = sin(pos / 10000^(2i / d_model))
 PE(pos, 2i+1) = cos(pos / 10000^(2i / d_model))
 
-The seed's worked value: PE(3, 0) = sin(3 / 10000^0) = sin 3 = 0.1411.
+For example PE(3, 0) = sin(3 / 10000^0) = sin 3 = 0.1411 (``dates-explain`` prints the whole table).
 """
 import numpy as np
 

@@ -9,7 +9,6 @@ Everything random (initial weights, dropout, batches) comes from generators
 seeded by ``TrainConfig.seed`` whose states go into every checkpoint, so a run
 resumed from a checkpoint continues exactly as the uninterrupted run would.
 """
-import json
 import math
 import os
 import time
@@ -26,9 +25,10 @@ from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from .config import ModelConfig
 from .dates import PAD, DateDataset
 from .evaluation import evaluate
-from .interrupt import GracefulInterrupt, TrainingInterrupted
+from .interrupt import GracefulInterrupt
 from .model import Transformer
-from .run_dir import CHECKPOINT_NAME, LOG_NAME, cut_log
+from .run_dir import CHECKPOINT_NAME, LOG_NAME
+from .session import CheckpointCadence, ProgressBar, TrainingClock, TrainingLog, step_profile
 from .stopping import TargetStop
 
 SCHEDULES = ("plateau", "cosine", "inverse_sqrt", "constant")
@@ -145,77 +145,64 @@ class Trainer:
         return evaluate(self.model, src, tgt, show_wrong=show_wrong)
 
     # ------------------------------------------------------------------- run
-    def run(self, progress: bool = True, log_path: str = None, checkpoint_path: str = None) -> dict:
+    def run(self, progress: bool = True, log_path: str = None, checkpoint_path: str = None,
+            profile_step: int = None, blas_threads=None) -> dict:
         """Train until the target accuracy is confirmed or ``config.steps``; returns a summary.
 
         Ctrl-C or SIGTERM: the current step finishes, a checkpoint of it is saved and
-        ``TrainingInterrupted`` (a KeyboardInterrupt) is raised. The progress bar starts
-        after the first step, so its rate and ETA do not count kernel compilation.
+        ``TrainingInterrupted`` (a KeyboardInterrupt) is raised. ``profile_step``: that step
+        runs inside ``minigrad.profile()`` and its table is printed. ``blas_threads``: a count
+        or ``"auto"`` (``minigrad.threads.TrainingThreads``; default one thread, repeatable).
         """
-        from tqdm.auto import tqdm
-
         log_path = log_path or os.path.join(self.out_dir, LOG_NAME)
-        checkpoint_path = checkpoint_path or os.path.join(self.out_dir, CHECKPOINT_NAME)
-        os.makedirs(os.path.dirname(os.path.abspath(log_path)), exist_ok=True)
-        if self.step:      # a resumed run: the log keeps exactly the steps the checkpoint holds
-            source = os.path.join(os.path.dirname(os.path.abspath(self.resumed_from)), LOG_NAME) \
-                if self.resumed_from else log_path
-            cut_log(source, log_path, self.step)
-        c = self.config
-        start = time.perf_counter()
-        step_times, bar, last_eval, saved_step = [], None, None, None
+        checkpoints = CheckpointCadence(self, checkpoint_path or os.path.join(self.out_dir, CHECKPOINT_NAME))
+        clock = TrainingClock(self.elapsed)
+        blas = TrainingThreads(blas_threads)       # BLAS threads per step (minigrad/threads.py)
         stop = self.stopper.confirmed(self.step)   # a finished run resumed: nothing to train
-        blas_threads = TrainingThreads()   # BLAS threads per step, chosen by timing (minigrad/threads.py)
-
-        def training_seconds():
-            return self.elapsed + time.perf_counter() - start
-
-        with open(log_path, "a" if self.step else "w") as log, GracefulInterrupt() as interrupt:
-            try:
-                while self.step < c.steps and not stop:
-                    t0 = time.perf_counter()
-                    with blas_threads.step() as threads:
-                        record = self.train_step()
-                    record["blas_threads"] = threads
-                    seconds = time.perf_counter() - t0
-                    interrupt.armed = True             # from now on there is a step worth saving
-                    step_times.append(seconds)
-                    record.update(seconds=round(seconds, 5), tokens_per_s=round(record["tokens"] / seconds, 1))
-                    if self.stopper.record_batch(self.step, record["batch_exact_match"]):
-                        self._start_cooldown(bar)
-                    last_step = self.step == c.steps
-                    if (c.eval_every and self.step % c.eval_every == 0 or last_step
-                            or self.stopper.evaluation_due(self.step)):
-                        last_eval = self.evaluate(show_wrong=5)
-                        stop = self._record_evaluation(last_eval, record, training_seconds(), bar)
-                    record["elapsed"] = round(training_seconds(), 3)
-                    log.write(json.dumps(record) + "\n")
-                    log.flush()
-                    if c.checkpoint_every and self.step % c.checkpoint_every == 0 or last_step or stop:
-                        self.save(checkpoint_path, training_seconds())
-                        saved_step = self.step
-                    if interrupt.requested:
-                        if saved_step != self.step:
-                            self.save(checkpoint_path, training_seconds())
-                        raise TrainingInterrupted(self.step, checkpoint_path)
-                    if bar is None:
-                        bar = tqdm(total=c.steps, initial=self.step, disable=not progress, desc="training",
-                                   unit="step", mininterval=0.5)
-                    else:
-                        bar.update(1)
-                    bar.set_postfix(loss=f"{record['loss']:.4f}", lr=f"{record['lr']:.2e}",
-                                    tok_s=f"{record['tokens_per_s']:.0f}", refresh=False)
-            finally:
-                if bar is not None:
-                    bar.close()
+        last_eval = None
+        with TrainingLog(log_path, self.step, self.resumed_from) as log, GracefulInterrupt() as interrupt, \
+                ProgressBar(self.config.steps, progress) as bar:
+            while self.step < self.config.steps and not stop:
+                record = self._timed_step(blas, clock, bar, profile=self.step + 1 == profile_step)
+                interrupt.armed = True             # from now on there is a step worth saving
+                if self.stopper.record_batch(self.step, record["batch_exact_match"]):
+                    self._start_cooldown(bar)
+                if self._evaluation_due():
+                    last_eval = self.evaluate(show_wrong=5)
+                    stop = self._record_evaluation(last_eval, record, clock.seconds(), bar)
+                record["elapsed"] = round(clock.seconds(), 3)
+                log.write(record)
+                checkpoints.after_step(clock.seconds(), stop)
+                if interrupt.requested:
+                    raise checkpoints.interrupted(clock.seconds())
+                bar.step_done(self.step, record)
         if last_eval is None:      # nothing trained in this session (a finished run resumed)
             last_eval = self.evaluate(show_wrong=5)
-        return {"steps": self.step, "wall_seconds": time.perf_counter() - start,
-                "training_seconds": training_seconds(),
-                "median_step_ms": 1e3 * float(np.median(step_times)) if step_times else None,
+        return self._summary(last_eval, clock, checkpoints.path, log_path)
+
+    def _timed_step(self, blas: TrainingThreads, clock: TrainingClock, bar: ProgressBar, profile: bool) -> dict:
+        """One training step under the BLAS thread policy, timed (and profiled when asked)."""
+        start = time.perf_counter()
+        with blas.step() as threads, step_profile(profile, bar.write):
+            record = self.train_step()
+        seconds = clock.step_took(time.perf_counter() - start)
+        record.update(blas_threads=threads, seconds=round(seconds, 5),
+                      tokens_per_s=round(record["tokens"] / seconds, 1))
+        return record
+
+    def _evaluation_due(self) -> bool:
+        """Held-out evaluation after this step: every ``eval_every`` steps (logged only), at the
+        last step, and when the stopping rule asks for its confirmation."""
+        c = self.config
+        return bool(c.eval_every and self.step % c.eval_every == 0 or self.step == c.steps
+                    or self.stopper.evaluation_due(self.step))
+
+    def _summary(self, last_eval: dict, clock: TrainingClock, checkpoint_path: str, log_path: str) -> dict:
+        return {"steps": self.step, "wall_seconds": clock.wall_seconds(), "training_seconds": clock.seconds(),
+                "median_step_ms": clock.median_step_ms(),
                 "exact_match": last_eval["exact_match"], "char_accuracy": last_eval["char_accuracy"],
                 "count": last_eval["count"], "wrong": last_eval["wrong"],
-                "target": c.target_accuracy if self.stopper.enabled else None,
+                "target": self.config.target_accuracy if self.stopper.enabled else None,
                 "target_confirmed": self.stopper.confirmed(self.step),
                 "reached_step": self.stopper.reached_step, "reached_seconds": self.stopper.reached_seconds,
                 "cooldown_step": self.stopper.hit_step,
@@ -228,17 +215,15 @@ class Trainer:
                              "char_accuracy": result["char_accuracy"], "loss": record["loss"]})
         outcome = self.stopper.record_evaluation(self.step, result["exact_match"], seconds)
         note = {"confirmed": "  -> target confirmed: stopping", "missed": "  -> below the target after the cool-down"}
-        message = (f"step {self.step:5d}  loss {record['loss']:.4f}  held-out exact match "
-                   f"{result['exact_match']:.2%}{note.get(outcome, '')}")
-        (bar.write if bar is not None else print)(message)
+        bar.write(f"step {self.step:5d}  loss {record['loss']:.4f}  held-out exact match "
+                  f"{result['exact_match']:.2%}{note.get(outcome, '')}")
         return outcome == "confirmed"
 
     def _start_cooldown(self, bar):
         """The training batches are nearly all right: settle the model, then check held-out dates."""
         s = self.stopper
-        (bar.write if bar is not None else print)(
-            f"step {self.step:5d}  training batches at {s.hit_at:.1%} exact match: cooling down; "
-            f"held-out dates are checked at step {s.hit_step + s.confirm_steps}")
+        bar.write(f"step {self.step:5d}  training batches at {s.hit_at:.1%} exact match: cooling down; "
+                  f"held-out dates are checked at step {s.hit_step + s.confirm_steps}")
         if hasattr(self.schedule, "start_cooldown"):
             self.schedule.start_cooldown()
 

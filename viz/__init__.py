@@ -10,7 +10,7 @@
     explorer/           one attention step, forward and backward, in one interactive HTML page
                         (CLI: dates-explore; its graph laid out in the browser by vendor/dagre.min.js)
     heatmaps.py         attention-weight heatmaps per layer and head, training curves (matplotlib)
-    walkthrough.py      the seed's step-by-step tables for one date (CLI: dates-explain)
+    walkthrough.py      tokens -> embeddings -> positions -> Q -> QKᵀ -> softmax, as tables (CLI: dates-explain)
     inputs.py           which model to draw (runs/dates/model.npz, a checkpoint, or an untrained one)
                         and one date's token ids
 """

@@ -142,8 +142,9 @@ def save_attention_heatmaps(model, date: str, out_dir=".", prefix="attention", d
 
 # --------------------------------------------------------------- training curves
 def read_training_log(log_jsonl) -> dict:
-    """Steps and losses of every logged step, and steps and exact match of the eval steps."""
-    steps, losses, eval_steps, exact = [], [], [], []
+    """Steps, losses and training batches' exact match of every logged step, and steps and
+    held-out exact match of the eval steps."""
+    steps, losses, eval_steps, exact, batch = [], [], [], [], []
     with open(log_jsonl, encoding="utf-8") as f:
         for number, line in enumerate(f, 1):
             if not line.strip():
@@ -157,23 +158,42 @@ def read_training_log(log_jsonl) -> dict:
             if record.get("loss") is not None:
                 steps.append(step)
                 losses.append(record["loss"])
+                batch.append(record.get("batch_exact_match"))
             if record.get("exact_match") is not None:
                 eval_steps.append(step)
                 exact.append(record["exact_match"])
     if not steps:
         raise ValueError(f"{log_jsonl} holds no training steps")
-    return {"steps": steps, "loss": losses, "eval_steps": eval_steps, "exact_match": exact}
+    return {"steps": steps, "loss": losses, "eval_steps": eval_steps, "exact_match": exact,
+            "batch_exact_match": batch}
+
+
+def _batch_estimate(log, window=4):
+    """(steps, %) of the training batches' teacher-forced exact match, averaged over the last
+    ``window`` batches as the stopping rule does (``transformer.stopping``): every step logs
+    it for free, so a default run's curve is readable though it decodes held-out dates once."""
+    pairs = [(s, m) for s, m in zip(log["steps"], log["batch_exact_match"]) if m is not None]
+    values = np.array([m for _, m in pairs], dtype=float)
+    if len(values) < window:
+        return [], []
+    means = np.convolve(values, np.ones(window) / window, mode="valid")
+    return [s for s, _ in pairs[window - 1:]], list(100 * means)
 
 
 def plot_training_curves(log_jsonl, out_png, dpi=DPI) -> SavedFigure:
     """Two panels: training loss per step (log scale) and held-out exact match per eval."""
     log = read_training_log(log_jsonl)
     fig = Figure(figsize=(10, 3.8), layout="constrained")
-    loss_ax, match_ax = fig.subplots(1, 2)
+    loss_ax, match_ax = fig.subplots(1, 2, sharex=True)
     loss_ax.plot(log["steps"], log["loss"], linewidth=1)
     loss_ax.set(title="training loss (cross-entropy)", xlabel="step", ylabel="loss", yscale="log")
-    match_ax.plot(log["eval_steps"], [100 * m for m in log["exact_match"]], marker="o")
-    match_ax.set(title="held-out exact match", xlabel="step", ylabel="exact match (%)", ylim=(-2, 102))
+    match_ax.plot(log["eval_steps"], [100 * m for m in log["exact_match"]], marker="o", zorder=3,
+                  label=f"held-out dates ({len(log['eval_steps'])} evaluation"
+                        f"{'' if len(log['eval_steps']) == 1 else 's'})")
+    match_ax.plot(*_batch_estimate(log), linewidth=1, color="0.55",
+                  label="training batches before their update (last 4, teacher-forced)")
+    match_ax.set(title="exact match", xlabel="step", ylabel="exact match (%)", ylim=(-2, 102))
+    match_ax.legend(loc="center right", fontsize="small")
     if not log["eval_steps"]:
         match_ax.text(0.5, 0.5, "no eval steps in this log", ha="center", transform=match_ax.transAxes)
     for ax in (loss_ax, match_ax):

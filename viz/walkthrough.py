@@ -1,6 +1,6 @@
-"""The seed walkthrough's tables, computed by the model itself for any date.
+"""One attention head, step by step: tokens -> embeddings -> positions -> Q -> QKᵀ -> softmax, as tables.
 
-    python examples/explain.py 1676-11-30 --d-model 16      # the seed's shapes: 12 tokens x 16 dims
+    python examples/explain.py 1676-11-30 --d-model 16      # small enough to read: 12 tokens x 16 dims
     python examples/explain.py 1845-01-05 --checkpoint runs/dates/model.npz --head 2 --markdown
 
 For ONE head of the first encoder layer it prints, as aligned tables (4 decimals):
