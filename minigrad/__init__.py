@@ -6,7 +6,7 @@
     anomaly.py    detect_anomaly(): find the op whose backward makes NaN/inf
     function.py   the op base class and the central un-broadcast
     ops/          every op, forward and backward side by side
-    kernels/      the Numba kernels and their numpy twins (one switch)
+    kernels/      the Numba kernels, registered for the ops' numpy functions (one switch)
     functional.py softmax, cross_entropy, layer_norm, dropout, ...
     nn.py         Module, Parameter, Linear, LayerNorm, Dropout, Embedding
     optim.py      SGD, Adam, warm-up schedules, gradient clipping

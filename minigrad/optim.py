@@ -8,7 +8,21 @@ import math
 
 import numpy as np
 
-from . import kernels
+from .kernels.registry import accelerated
+
+
+@accelerated
+def adam_update(param, grad, m, v, beta1, beta2, step_size, eps_hat, weight_decay):
+    """Adam's update of one parameter, in place: m, v <- moving averages of grad and grad²;
+    param -= step_size * m / (sqrt(v) + eps_hat). ``step_size`` and ``eps_hat`` already hold
+    the bias corrections. (``kernels/adam_kernel.py``: the same in one pass, no temporaries.)"""
+    if weight_decay:
+        grad = grad + weight_decay * param
+    m *= beta1
+    m += (1 - beta1) * grad
+    v *= beta2
+    v += (1 - beta2) * grad * grad
+    param -= step_size * m / (np.sqrt(v) + eps_hat)
 
 
 class Optimizer:
@@ -111,15 +125,14 @@ class Adam(Optimizer):
         self._eps_hat = self.eps * math.sqrt(1 - b2 ** self.step_count)
 
     def update_all(self, todo):
-        """The arithmetic (and its plain numpy twin) is kernels.adam_update_all, run over all
-        parameters in one call: per-parameter Python work was a good part of the step."""
+        """``adam_update`` of each parameter."""
+        b1, b2 = self.betas
         for i in todo:
             if self.m[i] is None:
                 self.m[i] = np.zeros_like(self.params[i].data)
                 self.v[i] = np.zeros_like(self.params[i].data)
-        kernels.adam_update_all([self.params[i].data for i in todo], [self.params[i].grad for i in todo],
-                                [self.m[i] for i in todo], [self.v[i] for i in todo], *self.betas,
-                                self._step_size, self._eps_hat, self.weight_decay)
+            adam_update(self.params[i].data, self.params[i].grad, self.m[i], self.v[i], b1, b2,
+                        self._step_size, self._eps_hat, self.weight_decay)
 
     def state_dict(self):
         return {**super().state_dict(), "betas": list(self.betas), "eps": self.eps,
@@ -252,3 +265,6 @@ class WarmupPlateauCooldown(LRSchedule):
         start = state.get("cooldown_start")
         self.cooldown_start = None if start is None else int(start)
         super().load_state_dict(state)
+
+
+from .kernels import adam_kernel  # noqa: E402,F401  (registers a kernel for adam_update)

@@ -1,50 +1,18 @@
-"""Multi-head scaled dot-product attention in one pass, forward and backward.
+"""Multi-head scaled dot-product attention in one pass, forward and backward: kernels for
+``ops/attention.py``'s ``attention`` and ``attention_backward`` (the math is there).
 
-The math, per batch item and head, is in ``minigrad/ops/attention.py``; the step-by-step
-version to read and draw is ``transformer.attention`` (the tests check they agree).
 Q, K, V and O stay in the projections' layout (B, T, heads * D), head h at columns
 h*D : (h+1)*D, and each (batch item, head) is done while its rows sit in L1: op by op,
 every step is a pass over memory, plus copies to split and merge the heads.
 """
-import math
-
 import numpy as np
 
-from .backend import numpy_selected, use_backend
+from ..ops import attention as op
 from .jit import jit
-from .simd import flat
 from .matmul_kernels import four_rows_times, rows_times
-from .softmax_kernels import four_softmax_rows, softmax_backward_row, softmax_numpy
-
-
-# ---------------------------------------------------------------- numpy twins
-def _split_heads(x, num_heads):
-    batch, length, width = x.shape
-    return x.reshape(batch, length, num_heads, width // num_heads).transpose(0, 2, 1, 3)  # (B, h, T, D)
-
-
-def _merge_heads(x):
-    batch, heads, length, depth = x.shape
-    return x.transpose(0, 2, 1, 3).reshape(batch, length, heads * depth)
-
-
-def attention_numpy(q, k, v, allowed, num_heads):
-    """(output (B, Tq, width), weights (B, heads, Tq, Tk)); allowed broadcasts to the weights' shape."""
-    q_h, k_h, v_h = (_split_heads(x, num_heads) for x in (q, k, v))
-    scale = q.dtype.type(1 / math.sqrt(q_h.shape[-1]))
-    scores = np.where(allowed, (q_h @ k_h.swapaxes(-1, -2)) * scale, q.dtype.type(-np.inf))
-    weights = softmax_numpy(scores)
-    return _merge_heads(weights @ v_h), weights
-
-
-def attention_backward_numpy(grad, q, k, v, weights, num_heads):
-    """(dq, dk, dv), each in the layout of its input."""
-    q_h, k_h, v_h, g_h = (_split_heads(x, num_heads) for x in (q, k, v, grad))
-    scale = q.dtype.type(1 / math.sqrt(q_h.shape[-1]))
-    d_weights = g_h @ v_h.swapaxes(-1, -2)
-    d_scores = weights * (d_weights - np.sum(weights * d_weights, axis=-1, keepdims=True)) * scale
-    return (_merge_heads(d_scores @ k_h), _merge_heads(d_scores.swapaxes(-1, -2) @ q_h),
-            _merge_heads(weights.swapaxes(-1, -2) @ g_h))
+from .registry import kernel_for
+from .simd import flat
+from .softmax_kernels import four_softmax_rows, softmax_backward_row
 
 
 # ---------------------------------------------------------------- the kernels
@@ -124,7 +92,7 @@ def _attention_backward_kernel(grad, q, k, v, columns, weights, num_heads, dq, d
                        flat(dv), b * k_len * dv.shape[2] + v_col + c, dv.shape[2], k_len, depth, q_len)
 
 
-# ---------------------------------------------------------------- public entry points
+# ---------------------------------------------------------------- registered for the op's functions
 def _kernel_fits(arrays, num_heads, width, columns):
     first = arrays[0]
     return (first.dtype in (np.float32, np.float64) and all(a.dtype == first.dtype and a.ndim == 3 for a in arrays)
@@ -144,39 +112,46 @@ def _mask_as_bias(allowed, weights_shape, dtype):
     return np.ascontiguousarray(bias.reshape(-1, k_len), dtype=dtype), strides
 
 
-def attention(q, k, v, allowed, num_heads, width=None, columns=(0, 0, 0)):
-    """(output (B, Tq, width), weights (B, heads, Tq, Tk)) of multi-head attention.
+def _example(rng, dtype, size):
+    """Self-attention over a packed qkv (B, T, 3 * width) with a causal mask."""
+    batch, length, heads, depth = (3, 7, 2, 5) if size == "small" else (128, 19, 4, 16)
+    qkv = rng.standard_normal((batch, length, 3 * heads * depth)).astype(dtype)
+    width = heads * depth
+    return qkv, qkv, qkv, np.tril(np.ones((length, length), bool)), heads, width, (0, width, 2 * width)
 
-    q (B, Tq, *), k and v (B, Tk, *): q's heads are its columns columns[0] : columns[0] + width
-    (width: q's last dimension by default), and so on for k and v, so one array may hold
-    several projections side by side. allowed: bool, broadcastable to (B, heads, Tq, Tk)."""
-    width = q.shape[2] - columns[0] if width is None else width
-    if numpy_selected() or not _kernel_fits((q, k, v), num_heads, width, columns):
-        return attention_numpy(*(x[..., c:c + width] for x, c in zip((q, k, v), columns)), allowed, num_heads)
+
+def _backward_example(rng, dtype, size):
+    q, k, v, allowed, heads, width, columns = _example(rng, dtype, size)
+    _, weights = op.attention.numpy(q, k, v, allowed, heads, width, columns)
+    grad = rng.standard_normal((q.shape[0], q.shape[1], width)).astype(dtype)
+    return grad, q, k, v, weights, heads, columns
+
+
+@kernel_for(op.attention, fits=lambda q, k, v, allowed, heads, width, columns: _kernel_fits((q, k, v), heads, width, columns),
+            example=_example, stage="forward", compiled=[_attention_kernel])
+def attention(q, k, v, allowed, num_heads, width, columns):
     batch, q_len, k_len = q.shape[0], q.shape[1], k.shape[1]
     out, weights = np.empty((batch, q_len, width), q.dtype), np.empty((batch, num_heads, q_len, k_len), q.dtype)
     bias, strides = _mask_as_bias(allowed, weights.shape, q.dtype)
     scratch = np.empty((width // num_heads, k_len), q.dtype), np.empty((4, k_len), q.dtype)
     if _attention_kernel(q, k, v, np.asarray(columns, np.int64), num_heads, bias, strides, out, weights, *scratch):
-        with use_backend("numpy"):  # a NaN or +inf masked score (rare): the exact np.where of the twin
-            return attention(q, k, v, allowed, num_heads, width, columns)
+        # a NaN or +inf masked score (rare): the exact np.where of the numpy definition
+        return op.attention.numpy(q, k, v, allowed, num_heads, width, columns)
     return out, weights
 
 
-def attention_backward(grad, q, k, v, weights, num_heads, dq, dk, dv, columns=(0, 0, 0)):
-    """Writes dq, dk and dv from the output gradient and the forward's weights, each at the
-    columns its input came from (see ``attention``); one array if their columns do not overlap."""
+def _backward_fits(grad, q, k, v, weights, num_heads, columns):
+    return (grad.dtype == q.dtype and grad.flags.c_contiguous and weights.dtype == q.dtype
+            and _kernel_fits((q, k, v), num_heads, grad.shape[2], columns))
+
+
+@kernel_for(op.attention_backward, fits=_backward_fits, example=_backward_example, stage="training",
+            compiled=[_attention_backward_kernel])
+def attention_backward(grad, q, k, v, weights, num_heads, columns):
     width = grad.shape[2]
-    outputs = ((dq, columns[0]), (dk, columns[1]), (dv, columns[2]))
-    if any(x is y and abs(a - b) < width for i, (x, a) in enumerate(outputs) for y, b in outputs[i + 1:]):
-        raise ValueError(f"attention_backward: dq, dk and dv overlap (one array, columns {tuple(columns)}, "
-                         f"width {width}); give each gradient its own array or columns")
-    if numpy_selected() or grad.dtype != q.dtype or not grad.flags.c_contiguous \
-            or not _kernel_fits((q, k, v, dq, dk, dv), num_heads, width, columns * 2):
-        parts = (x[..., c:c + width] for x, c in zip((q, k, v), columns))
-        for (d, c), value in zip(outputs, attention_backward_numpy(grad, *parts, weights, num_heads)):
-            d[..., c:c + width] = value
-        return
+    covered = all(sum(width for y in (q, k, v) if y is x) == x.shape[2] for x in (q, k, v))
+    dq, dk, dv = op.gradient_arrays((q, k, v), columns, width, np.empty if covered else np.zeros)
     depth, q_len, k_len = width // num_heads, q.shape[1], k.shape[1]
     _attention_backward_kernel(grad, q, k, v, np.asarray(columns, np.int64), np.ascontiguousarray(weights),
                                num_heads, dq, dk, dv, np.empty((depth, k_len), q.dtype), np.empty((q_len, k_len), q.dtype))
+    return dq, dk, dv

@@ -1,47 +1,12 @@
-"""Softmax and log-softmax over the last axis, with their backwards (math: ``ops/softmax.py``).
-
-Kernel and twin alike: a row of all -inf (fully masked) gives zeros from softmax, -inf from
-log-softmax, and no gradient; a NaN makes its whole row NaN (no fastmath). Log-softmax is
-``(x - max) - log(sum)``: exact near the max, so float32 keeps its precision for logits of 1e6.
-"""
+"""Kernels for softmax, its backward and log-softmax over the last axis (the math, and what
+a masked or NaN row gives: ``ops/softmax.py``; the kernels give the same, no fastmath)."""
 import numpy as np
 
-from .backend import numpy_selected
+from ..ops import softmax as op
 from .jit import jit
-from .rows import as_rows, kernel_fits
+from .registry import kernel_for
+from .rows import as_rows, float_arrays, row_example
 from .simd import exp_nonpositive, hmax, hsum, lanes, vfma, vload, vmax, vsplat, vstore
-
-
-def _shift_numpy(x):
-    """The row max to subtract before exp, or 0 for a row of all -inf (-inf - -inf would be NaN)."""
-    m = np.max(x, axis=-1, keepdims=True)  # NaN if the row holds a NaN
-    return np.where(np.isneginf(m), x.dtype.type(0), m)
-
-
-def softmax_numpy(x):
-    """exp(x - max) / sum(exp(x - max)); a row of all -inf gives zeros."""
-    e = np.exp(x - _shift_numpy(x))
-    s = np.sum(e, axis=-1, keepdims=True)
-    return e / np.where(s == 0, 1, s)  # masked row: 0 / 1
-
-
-def softmax_backward_numpy(y, grad):
-    """dx = y * (grad - sum(grad * y)) per row: O(W), no Jacobian."""
-    return y * (grad - np.sum(grad * y, axis=-1, keepdims=True))
-
-
-def log_softmax_numpy(x):
-    """(x - max) - log(sum(exp(x - max))); a row of all -inf stays all -inf."""
-    shifted = x - _shift_numpy(x)
-    s = np.sum(np.exp(shifted), axis=-1, keepdims=True)
-    return shifted - np.log(np.where(s == 0, 1, s))  # masked row: -inf - log(1)
-
-
-def log_softmax_backward_numpy(y, grad):
-    """dx = grad - exp(y) * sum(grad); zeros for a fully masked row (all -inf)."""
-    dx = grad - np.exp(y) * np.sum(grad, axis=-1, keepdims=True)
-    fully_masked = np.all(np.isneginf(y), axis=-1, keepdims=True)
-    return np.where(fully_masked, 0, dx)
 
 
 # ------------------------------------------------------------------ four rows at a time (also used by attention)
@@ -67,7 +32,7 @@ def _exp_sum(scores, j, n, shift, total, log):
 
 @jit(forceinline=True)
 def _shift(peak, zero):
-    """What to subtract before exp: the row max, or 0 for a row of all -inf (``_shift_numpy``)."""
+    """What to subtract before exp: the row max, or 0 for a row of all -inf (``ops/softmax.py``'s ``_shift``)."""
     row_max = hmax(peak)
     return zero if row_max == -np.inf else row_max
 
@@ -152,31 +117,20 @@ def _run_softmax(x, log):
     return out.reshape(x.shape)
 
 
-# ------------------------------------------------------------------ public entry points
+# ------------------------------------------------------------------ registered for the op's functions
+@kernel_for(op.softmax, fits=float_arrays, example=row_example, compiled=[_softmax_kernel])
 def softmax(x):
-    """Softmax over the last axis."""
-    if numpy_selected() or not kernel_fits(x):
-        return softmax_numpy(x)
     return _run_softmax(x, False)
 
 
+@kernel_for(op.softmax_backward, fits=float_arrays, example=lambda rng, dtype, size: row_example(rng, dtype, size, 2),
+            compiled=[_softmax_backward_kernel])
 def softmax_backward(y, grad):
-    """Gradient of softmax: y is the forward output, grad the output gradient."""
-    if numpy_selected() or not kernel_fits(y, grad):
-        return softmax_backward_numpy(y, grad)
     dx = np.empty(y.shape, y.dtype)
     _softmax_backward_kernel(as_rows(y), as_rows(grad), dx.reshape(-1, y.shape[-1]))
     return dx
 
 
+@kernel_for(op.log_softmax, fits=float_arrays, example=row_example, stage="training", compiled=[_softmax_kernel])
 def log_softmax(x):
-    """Log-softmax over the last axis, computed directly (never log(softmax))."""
-    if numpy_selected() or not kernel_fits(x):
-        return log_softmax_numpy(x)
     return _run_softmax(x, True)
-
-
-def log_softmax_backward(y, grad):
-    """Gradient of log-softmax from its output y. Always the numpy twin: the model never runs
-    it (cross-entropy has its own backward), so a kernel would have no measured gain."""
-    return log_softmax_backward_numpy(y, grad)

@@ -2,8 +2,8 @@
 and a dtype cast."""
 import numpy as np
 
-from .. import kernels
 from ..function import Function
+from ..kernels.registry import accelerated
 
 
 class Exp(Function):
@@ -99,13 +99,27 @@ def _bound(value, dtype, which):
     return value.astype(dtype) if dtype.kind == "f" else value
 
 
+@accelerated
+def relu(x):
+    """max(x, 0); relu(NaN) is NaN, as np.maximum gives."""
+    return np.maximum(x, x.dtype.type(0))
+
+
+@accelerated
+def relu_backward(out, grad):
+    """grad where the forward output was positive, else 0."""
+    return np.multiply(grad, out > 0, dtype=grad.dtype)
+
+
 class ReLU(Function):
+    """max(x, 0); its gradient passes where the output is positive."""
+
     def forward(self, a):
-        self.out = kernels.relu(a)          # max(a, 0)
+        self.out = relu(a)
         return self.out
 
     def backward(self, grad):
-        return kernels.relu_backward(self.out, grad)   # grad where out > 0
+        return relu_backward(self.out, grad)
 
 
 class GELU(Function):
@@ -132,3 +146,6 @@ class Cast(Function):
 
     def backward(self, grad):
         return grad.astype(self.source_dtype)
+
+
+from ..kernels import relu_kernels  # noqa: E402,F401  (registers kernels for relu and its backward)
