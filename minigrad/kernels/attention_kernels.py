@@ -82,8 +82,12 @@ def _attention_backward_kernel(grad, q, k, v, columns, weights, num_heads, dq, d
             _transpose_head(v, b, v_col + c, v_t)
             rows_times(flat(grad), g_start + c, width, one, flat(v_t), start, k_len,
                        flat(d_s), start, k_len, q_len, k_len, depth)
-            for i in range(q_len):  # dS = P * (dP - sum(P * dP)) / sqrt(D)
-                softmax_backward_row(weights[b, h, i], d_s[i], d_s[i], scale)
+            for i in range(q_len):  # dS = P * (dP - sum(P * dP)) / sqrt(D), 0 where P is 0
+                p = weights[b, h, i]
+                softmax_backward_row(p, d_s[i], d_s[i], scale)
+                for j in range(k_len):
+                    if p[j] == 0:
+                        d_s[i, j] = 0
             rows_times(flat(d_s), start, k_len, one, flat(k), k_start + k_col + c, k.shape[2],  # dQ = dS K
                        flat(dq), b * q_len * dq.shape[2] + q_col + c, dq.shape[2], q_len, depth, k_len)
             rows_times(flat(d_s), start, one, k_len, flat(q), q_start + q_col + c, q.shape[2],  # dK = dSᵀ Q

@@ -1,5 +1,5 @@
-"""ReLU forward and backward in one pass each (numpy's take extra passes: a NaN check in
-``np.maximum``, a boolean temporary in the backward); LLVM vectorises these long, branch-free loops itself. The math,
+"""ReLU forward and backward in one pass each (numpy's ``np.where`` takes extra passes: a
+boolean temporary first); LLVM vectorises these long, branch-free loops itself. The math,
 NaN included: ``ops/elementwise.py``."""
 import numpy as np
 
@@ -14,14 +14,14 @@ def _relu_kernel(x, out):
     zero = x.dtype.type(0)
     for i in range(x.shape[0]):
         value = x[i]
-        out[i] = value if not value < zero else zero  # NaN is kept, as np.maximum does
+        out[i] = zero if value <= zero else value  # NaN is kept
 
 
 @jit()
 def _relu_backward_kernel(out, grad, dx):
     zero = grad.dtype.type(0)
     for i in range(out.shape[0]):
-        dx[i] = grad[i] if out[i] > zero else zero
+        dx[i] = zero if out[i] <= zero else grad[i]  # a NaN output passes its gradient
 
 
 def _contiguous_floats(*arrays):

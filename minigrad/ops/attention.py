@@ -14,11 +14,16 @@ Two ops with fixed inputs, one gradient per input, as nanoGPT packs its projecti
 Per head h (columns h*d : (h+1)*d of Q, K and V, d = width / heads):
   S = Q_h K_hᵀ / sqrt(d),  S[~allowed] = -inf,  P = softmax(S),  O_h = P V_h
 backward, from the output gradient G:
-  dP = G_h V_hᵀ,  dS = P * (dP - rowsum(P * dP)) / sqrt(d),
+  dP = G_h V_hᵀ,  dS = P * (dP - rowsum(P * dP)) / sqrt(d)  (0 where P is 0),
   dQ_h = dS K_h,  dK_h = dSᵀ Q_h,  dV_h = Pᵀ G_h
 ``allowed``: bool, broadcastable to (B, heads, Tq, Tk), True = may attend. The
 weights P (B, heads, Tq, Tk) are handed to ``weights_out``: for inspection, they
 carry no gradient. A query row with no allowed key gets zero weights and a zero output.
+
+NaN: dS is 0 where P is 0 (a key the mask hides), even when the output gradient of
+that query is NaN, so a NaN gradient of one query does not reach the gradients of
+keys it cannot see: the op-by-op path gives the same (masked_fill's gradient is 0
+there), as PyTorch does. dV = Pᵀ G is a plain product, as op by op: 0 * NaN is NaN.
 """
 import math
 
@@ -79,6 +84,7 @@ def attention_backward(grad, q, k, v, weights, num_heads, columns):
     scale = q.dtype.type(1 / math.sqrt(q_h.shape[-1]))
     d_weights = g_h @ v_h.swapaxes(-1, -2)
     d_scores = weights * (d_weights - np.sum(weights * d_weights, axis=-1, keepdims=True)) * scale
+    d_scores = np.where(weights == 0, q.dtype.type(0), d_scores)  # hidden keys: no gradient, even from NaN
     parts = (d_scores @ k_h, d_scores.swapaxes(-1, -2) @ q_h, weights.swapaxes(-1, -2) @ g_h)
     for d, c, part in zip(grads, columns, parts):
         d[..., c:c + width] = merge_heads(part)

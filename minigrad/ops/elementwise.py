@@ -101,18 +101,20 @@ def _bound(value, dtype, which):
 
 @accelerated
 def relu(x):
-    """max(x, 0); relu(NaN) is NaN, as np.maximum gives."""
-    return np.maximum(x, x.dtype.type(0))
+    """max(x, 0); relu(NaN) is NaN (PyTorch's threshold: x <= 0 ? 0 : x)."""
+    return np.where(x <= 0, x.dtype.type(0), x)
 
 
 @accelerated
 def relu_backward(out, grad):
-    """grad where the forward output was positive, else 0."""
-    return np.multiply(grad, out > 0, dtype=grad.dtype)
+    """0 where the output is <= 0, else grad: PyTorch's threshold_backward(grad, out, 0). So a NaN
+    output (from a NaN input) passes its gradient, as in PyTorch, and a NaN gradient where the
+    output is 0 gives 0."""
+    return np.where(out <= 0, grad.dtype.type(0), grad)
 
 
 class ReLU(Function):
-    """max(x, 0); its gradient passes where the output is positive."""
+    """max(x, 0); its gradient passes where the output is not <= 0 (NaN included, as PyTorch)."""
 
     def forward(self, a):
         self.out = relu(a)

@@ -112,9 +112,12 @@ class CrossEntropy(Function):
     """Mean cross-entropy of logits (..., C) against integer targets (...).
 
     Same definition as PyTorch's ``cross_entropy``: targets equal to
-    ``ignore_index`` add nothing and are not counted in the mean (if every
-    target is ignored the mean is NaN, as in PyTorch); ``label_smoothing`` eps
-    mixes the one-hot target with the uniform distribution over all C classes.
+    ``ignore_index`` add nothing and are not counted in the mean;
+    ``label_smoothing`` eps mixes the one-hot target with the uniform
+    distribution over all C classes. If every target is ignored, the mean over
+    zero targets is NaN and the gradient is 0, whatever the output gradient
+    (NaN too, as from ``loss ** 2``): as in PyTorch, whose backward writes
+    gradients only into the rows of targets it counted.
     """
 
     def forward(self, logits, targets, ignore_index=None, label_smoothing=0.0):
@@ -149,7 +152,7 @@ class CrossEntropy(Function):
         d[np.arange(len(self.safe_t)), self.safe_t] -= d.dtype.type(1 - eps)
         if eps:
             d -= d.dtype.type(eps / classes)
-        weight = self.valid * (grad / max(self.count, 1))   # ignored rows get no gradient
+        weight = np.where(self.valid, grad / max(self.count, 1), 0)  # ignored rows: exactly 0, even for a NaN grad
         d *= weight.astype(d.dtype)[:, None]
         return d.reshape(self.logits_shape), None
 

@@ -58,6 +58,11 @@ class _LastAxisOp(Function):
         if a.dtype.kind != "f":
             raise TypeError(f"{op} needs floating-point input, got dtype {a.dtype}")
         self.axis = normalize_axis(axis, a.ndim, op)
+        if a.ndim == 0:
+            raise ValueError(f"{op} needs at least 1-D input, got a 0-d tensor; reshape it to (1,) first")
+        if a.shape[self.axis] == 0:
+            raise ValueError(f"{op} over an axis of length 0 (input of shape {a.shape}, axis {axis}) "
+                             "has no value; give it at least one entry along that axis")
         self.moved = self.axis != a.ndim - 1
         x = np.moveaxis(a, self.axis, -1) if self.moved else a
         self.out = self.rows_forward(x)
