@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 from .kernels.registry import accelerated
+from .profiler import profiled
 
 
 @accelerated
@@ -39,6 +40,7 @@ class Optimizer:
         for p in self.params:
             p.grad = None
 
+    @profiled("optimizer.step")
     def step(self):
         self.step_count += 1
         self.begin_step()
@@ -146,6 +148,7 @@ class Adam(Optimizer):
         return self
 
 
+@profiled("clip_grad_norm")
 def clip_grad_norm(params, max_norm: float) -> float:
     """Scale all gradients so their joint L2 norm is at most ``max_norm``; returns the norm before."""
     grads = [p.grad for p in params if p.grad is not None]

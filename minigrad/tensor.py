@@ -18,7 +18,7 @@ side by side.
 """
 import numpy as np
 
-from . import autograd, hooks
+from . import autograd, hooks, profiler
 from .inplace import InPlaceOps
 from .interop import NumpyInterop, refuse_numpy_arguments
 
@@ -131,6 +131,8 @@ class Tensor(NumpyInterop, InPlaceOps):
         call backward through the same graph again. The loop itself is
         ``minigrad.autograd_steps`` (a generator yielding each op's step).
         """
+        if profiler.active is not None:   # minigrad.profile(): the engine's own time gets a row
+            return profiler.active.timed("autograd engine", "backward", autograd.backward, self, grad, retain_graph)
         autograd.backward(self, grad, retain_graph)
 
     # ------------------------------------------------------------ arithmetic
