@@ -96,46 +96,54 @@ def _check_heads(width, num_heads):
         raise ValueError(f"attention: width {width} is not divisible by num_heads {num_heads}")
 
 
-def attention_composition(q, k, v, num_heads, allowed):
-    """softmax(Q Kᵀ / sqrt(d), hidden keys -inf) V per head, from public ops on Tensors (B, T, width)."""
+def attention_composition(q, k, v, num_heads, allowed, weights_out=None):
+    """softmax(Q Kᵀ / sqrt(d), hidden keys -inf) V per head, from public ops on Tensors (B, T, width);
+    the weights go to weights_out (if given) as an array."""
     q_h, k_h, v_h = (split_heads(x, num_heads) for x in (q, k, v))
     scores = (q_h @ k_h.swapaxes(-1, -2)) * (1 / math.sqrt(q_h.shape[-1]))
     weights = scores.masked_fill(~np.broadcast_to(allowed, scores.shape), -np.inf).softmax(-1)
-    return merge_heads(weights @ v_h), weights
+    if weights_out is not None:
+        weights_out.append(weights.data)
+    return merge_heads(weights @ v_h)
 
 
-class SelfAttentionCore(Function):
+class _AttentionCore(Function):
+    """What both ops share: the inputs' arrays (Q, K and V at ``columns`` of them), one call each way."""
+
+    def attend(self, arrays, columns, width, num_heads, allowed, weights_out):
+        _check_heads(width, num_heads)
+        self.arrays = tuple(np.ascontiguousarray(a) for a in arrays)
+        self.inputs_of_qkv = tuple(self.arrays[0 if len(arrays) == 1 or i == 0 else 1] for i in range(3))
+        self.columns, self.num_heads = columns, num_heads
+        out, self.weights = attention(*self.inputs_of_qkv, allowed, num_heads, width, columns)
+        weights_out.append(self.weights)
+        return out
+
+    def backward(self, grad):
+        grads = attention_backward(np.ascontiguousarray(grad), *self.inputs_of_qkv, self.weights, self.num_heads,
+                                   self.columns)
+        return grads[0] if len(self.arrays) == 1 else grads[:2]   # one per input: d(qkv), or d(q), d(kv)
+
+
+class SelfAttentionCore(_AttentionCore):
     """Heads merged (B, T, width) from qkv (B, T, 3*width) = [Q | K | V]."""
 
     def forward(self, qkv, num_heads, allowed, weights_out):
         if qkv.ndim != 3 or qkv.shape[2] % 3:
             raise ValueError(f"self-attention: qkv must be (batch, length, 3 * width), Q, K and V side by "
                              f"side, got shape {qkv.shape}")
-        width = qkv.shape[2] // 3
-        _check_heads(width, num_heads)
-        self.qkv, self.num_heads = np.ascontiguousarray(qkv), num_heads
-        self.columns = (0, width, 2 * width)           # where Q, K and V start in qkv
-        out, self.weights = attention(self.qkv, self.qkv, self.qkv, allowed, num_heads, width, self.columns)
-        weights_out.append(self.weights)
-        return out
-
-    def backward(self, grad):
-        d_qkv, _, _ = attention_backward(np.ascontiguousarray(grad), self.qkv, self.qkv, self.qkv, self.weights,
-                                         self.num_heads, self.columns)
-        return d_qkv
+        width = qkv.shape[2] // 3                      # Q, K and V start at columns 0, width, 2 * width
+        return self.attend((qkv,), (0, width, 2 * width), width, num_heads, allowed, weights_out)
 
     @staticmethod
     def composition(qkv, num_heads, allowed, weights_out=None):
         """The same op from public ops: split qkv into Q, K and V, then ``attention_composition``."""
         width = qkv.shape[2] // 3
-        out, weights = attention_composition(qkv[..., :width], qkv[..., width:2 * width], qkv[..., 2 * width:],
-                                             num_heads, allowed)
-        if weights_out is not None:
-            weights_out.append(weights.data)
-        return out
+        return attention_composition(qkv[..., :width], qkv[..., width:2 * width], qkv[..., 2 * width:],
+                                     num_heads, allowed, weights_out)
 
 
-class CrossAttentionCore(Function):
+class CrossAttentionCore(_AttentionCore):
     """Heads merged (B, Tq, width) from q (B, Tq, width) and kv (B, Tk, 2*width) = [K | V]."""
 
     def forward(self, q, kv, num_heads, allowed, weights_out):
@@ -143,26 +151,14 @@ class CrossAttentionCore(Function):
         if q.ndim != 3 or kv.ndim != 3 or kv.shape[0] != q.shape[0] or kv.shape[2] != 2 * width:
             raise ValueError(f"cross-attention: q {q.shape} and kv {kv.shape} do not fit: need q "
                              f"(batch, Tq, width) and kv (batch, Tk, 2 * width), K and V side by side")
-        _check_heads(width, num_heads)
-        self.q, self.kv, self.num_heads = np.ascontiguousarray(q), np.ascontiguousarray(kv), num_heads
-        self.columns = (0, 0, width)                   # Q at 0 of q; K at 0, V at width of kv
-        out, self.weights = attention(self.q, self.kv, self.kv, allowed, num_heads, width, self.columns)
-        weights_out.append(self.weights)
-        return out
-
-    def backward(self, grad):
-        d_q, d_kv, _ = attention_backward(np.ascontiguousarray(grad), self.q, self.kv, self.kv, self.weights,
-                                          self.num_heads, self.columns)
-        return d_q, d_kv
+        # Q at column 0 of q; K at 0 and V at width of kv
+        return self.attend((q, kv), (0, 0, width), width, num_heads, allowed, weights_out)
 
     @staticmethod
     def composition(q, kv, num_heads, allowed, weights_out=None):
         """The same op from public ops: split kv into K and V, then ``attention_composition``."""
         width = q.shape[-1]
-        out, weights = attention_composition(q, kv[..., :width], kv[..., width:], num_heads, allowed)
-        if weights_out is not None:
-            weights_out.append(weights.data)
-        return out
+        return attention_composition(q, kv[..., :width], kv[..., width:], num_heads, allowed, weights_out)
 
 
 from ..kernels import attention_kernels  # noqa: E402,F401  (registers the kernels of the functions above)
