@@ -1,5 +1,5 @@
 """NaN, inf and huge logits through the row kernels and the fused attention: each Numba
-kernel must give exactly what its numpy twin gives (issue 10).
+kernel must give exactly what its op's numpy function gives.
 
 - NaN propagates: a NaN anywhere in a row makes softmax / log-softmax / layer norm of that
   row NaN, forward and backward, and never turns into a masked (all-zero) row;
@@ -80,8 +80,8 @@ def test_softmax_family_propagates_nan_as_numpy_does(length, dtype):
     assert (y[fully_masked] == 0).all() and (dy[fully_masked] == 0).all() and (dlog[fully_masked] == 0).all()
 
 
-def test_issue_probes():
-    """The two probes of issue 10, item 'The Numba kernels hide NaN'."""
+def test_a_nan_is_never_hidden_by_a_kernel():
+    """A NaN beside -inf entries, and a NaN logit, stay NaN through softmax and log-softmax's gradient."""
     with kernels.use_backend("numba"), np.errstate(all="ignore"):
         assert np.isnan(Tensor([[-np.inf, -np.inf, np.nan]]).softmax(-1).data).all()
         x = Tensor(np.array([[np.nan, 0.0, 1.0]], np.float32), requires_grad=True)
