@@ -11,8 +11,73 @@ from ..ops import attention as op
 from .jit import jit
 from .matmul_kernels import four_rows_times, rows_times
 from .registry import kernel_for
-from .simd import flat
-from .softmax_kernels import four_softmax_rows, softmax_backward_row
+from .simd import exp_nonpositive, flat, hmax, hsum, lanes, vfma, vload, vmax, vsplat, vstore
+from .softmax_kernels import softmax_backward_row
+
+
+# ---------------------------------------------------------------- the softmax, four score rows at a time
+# One row's max, exp and sum are a chain of dependent steps (~150 cycles of latency for little
+# work); four rows side by side overlap four chains (docs/kernels-rows.md).
+@jit(forceinline=True)
+def _scores_and_max(x, bias, scores, j, n, scale, peak):
+    """scores[j:j+n] = x[j:j+n] * scale + bias[j:j+n]; returns peak updated with their max."""
+    v = vfma(vload(bias, j, n, x.dtype.type(-np.inf)), vload(x, j, n, x.dtype.type(0)), scale)
+    vstore(scores, j, n, v)
+    return vmax(peak, v)
+
+
+@jit(forceinline=True)
+def _exp_sum(scores, j, n, shift, total):
+    """total + exp(scores[j:j+n] - shift) (padding lanes add exp(-inf) = 0); stores back the exp."""
+    e = exp_nonpositive(vload(scores, j, n, scores.dtype.type(-np.inf)) - shift)
+    vstore(scores, j, n, e)
+    return total + e
+
+
+@jit(forceinline=True)
+def _shift(peak, zero):
+    """What to subtract before exp: the row max, or 0 for a row of all -inf (no -inf - -inf = NaN)."""
+    row_max = hmax(peak)
+    return zero if row_max == -np.inf else row_max
+
+
+@jit(forceinline=True)
+def _inverse(total, zero, one):
+    """1 / sum as a vector; 0 for a row of all -inf (sum 0: its exps are 0 already)."""
+    return vsplat(one / total if total != zero else zero)
+
+
+@jit(forceinline=True)
+def _four_softmax_rows(x, x_rows, bias, bias_rows, scale, block, out, out_rows):
+    """out[out_rows[r]] = softmax(x[x_rows[r]] * scale + bias[bias_rows[r]]) for r < 4. Bias rows
+    hold 0 (may attend) or -inf (masked); block (4, width) is scratch, so rows may repeat. Returns
+    True when a row came out NaN. The vector max may drop a NaN; exp(NaN - shift) then puts it
+    back into the sum."""
+    step, width, zero, one = lanes(block), block.shape[1], block.dtype.type(0), block.dtype.type(1)
+    scale_v, s0, s1, s2, s3 = vsplat(scale), block[0], block[1], block[2], block[3]
+    x0, x1, x2, x3 = x[x_rows[0]], x[x_rows[1]], x[x_rows[2]], x[x_rows[3]]
+    b0, b1, b2, b3 = bias[bias_rows[0]], bias[bias_rows[1]], bias[bias_rows[2]], bias[bias_rows[3]]
+    m0 = m1 = m2 = m3 = vsplat(block.dtype.type(-np.inf))
+    for j in range(0, width, step):  # scores and their max
+        n = width - j
+        m0, m1 = _scores_and_max(x0, b0, s0, j, n, scale_v, m0), _scores_and_max(x1, b1, s1, j, n, scale_v, m1)
+        m2, m3 = _scores_and_max(x2, b2, s2, j, n, scale_v, m2), _scores_and_max(x3, b3, s3, j, n, scale_v, m3)
+    m0, m1, m2, m3 = _shift(m0, zero), _shift(m1, zero), _shift(m2, zero), _shift(m3, zero)
+    t0 = t1 = t2 = t3 = vsplat(zero)
+    for j in range(0, width, step):  # exp(scores - shift) and their sum
+        n = width - j
+        t0, t1 = _exp_sum(s0, j, n, m0, t0), _exp_sum(s1, j, n, m1, t1)
+        t2, t3 = _exp_sum(s2, j, n, m2, t2), _exp_sum(s3, j, n, m3, t3)
+    t0, t1, t2, t3 = hsum(t0), hsum(t1), hsum(t2), hsum(t3)
+    k0, k1, k2, k3 = _inverse(t0, zero, one), _inverse(t1, zero, one), _inverse(t2, zero, one), _inverse(t3, zero, one)
+    o0, o1, o2, o3 = out[out_rows[0]], out[out_rows[1]], out[out_rows[2]], out[out_rows[3]]
+    for j in range(0, width, step):  # weights = exp * (1 / sum)
+        n = width - j
+        vstore(o0, j, n, vload(s0, j, n, zero) * k0)
+        vstore(o1, j, n, vload(s1, j, n, zero) * k1)
+        vstore(o2, j, n, vload(s2, j, n, zero) * k2)
+        vstore(o3, j, n, vload(s3, j, n, zero) * k3)
+    return t0 != t0 or t1 != t1 or t2 != t2 or t3 != t3  # a NaN sum: the row is NaN
 
 
 # ---------------------------------------------------------------- the kernels
@@ -38,7 +103,7 @@ def _attention_kernel(q, k, v, columns, num_heads, bias, bias_strides, out, weig
     """out (B, Tq, width) and weights (B, heads, Tq, Tk) from q, k, v, whose heads start at
     columns[0], [1], [2] (one array may hold several projections). The mask: rows of 0 / -inf,
     row b*sb + h*sh + i*si of ``bias`` for (b, h, i). Scratch: k_t (D, Tk), block (4, Tk).
-    Returns True when a row came out NaN (``four_softmax_rows``)."""
+    Returns True when a row came out NaN (``_four_softmax_rows``)."""
     batch, q_len, width = out.shape
     k_len, depth = k.shape[1], width // num_heads
     q_col, k_col, v_col = columns
@@ -59,7 +124,7 @@ def _attention_kernel(q, k, v, columns, num_heads, bias, bias_strides, out, weig
                                 flat(k_t), start, k_len, flat(block), block_rows, k_len, depth)
                 m = b * sb + h * sh
                 bias_rows = (m + rows[0] * si, m + rows[1] * si, m + rows[2] * si, m + rows[3] * si)
-                any_nan |= four_softmax_rows(block, block_index, bias, bias_rows, scale, block, p, rows, False)
+                any_nan |= _four_softmax_rows(block, block_index, bias, bias_rows, scale, block, p, rows)
                 four_rows_times(flat(weights), _starts((b * num_heads + h) * q_len, rows, k_len, start), one,
                                 flat(v), b * k_len * v.shape[2] + v_col + c, v.shape[2],
                                 flat(out), _starts(b * q_len, rows, width, c), depth, k_len)
@@ -84,10 +149,10 @@ def _attention_backward_kernel(grad, q, k, v, columns, weights, num_heads, dq, d
                        flat(d_s), start, k_len, q_len, k_len, depth)
             for i in range(q_len):  # dS = P * (dP - sum(P * dP)) / sqrt(D), 0 where P is 0
                 p = weights[b, h, i]
-                softmax_backward_row(p, d_s[i], d_s[i], scale)
-                for j in range(k_len):
-                    if p[j] == 0:
-                        d_s[i, j] = 0
+                if not np.isfinite(softmax_backward_row(p, d_s[i], d_s[i], scale)):
+                    for j in range(k_len):  # a NaN or inf in dP: 0 * it is NaN where P is 0
+                        if p[j] == 0:
+                            d_s[i, j] = 0
             rows_times(flat(d_s), start, k_len, one, flat(k), k_start + k_col + c, k.shape[2],  # dQ = dS K
                        flat(dq), b * q_len * dq.shape[2] + q_col + c, dq.shape[2], q_len, depth, k_len)
             rows_times(flat(d_s), start, one, k_len, flat(q), q_start + q_col + c, q.shape[2],  # dK = dSᵀ Q

@@ -116,9 +116,11 @@ def _item_offsets(batch_shape, batch_strides, out_batch):
 
 
 def _example(rng, dtype, size):
-    """Op-by-op attention's P @ V: a batch of small matrices (the kernel's case)."""
-    batch, length = (64, 12) if size == "small" else (128 * 4, 19)
-    return (rng.random((batch, length, length)).astype(dtype), rng.standard_normal((batch, length, 16)).astype(dtype))
+    """A batch of small matrices (the Numba kernel's case; 32 columns are whole tiles at any
+    vector width), or op-by-op attention's P @ V at the model's shapes."""
+    batch, length, columns = (64, 12, 32) if size == "small" else (128 * 4, 19, 16)
+    return (rng.random((batch, length, length)).astype(dtype),
+            rng.standard_normal((batch, length, columns)).astype(dtype))
 
 
 @kernel_for(matmul_arrays, fits=lambda a, b: a.ndim >= 2 and b.ndim >= 2, example=_example,
@@ -134,9 +136,10 @@ def matmul(a, b):
     return _matmul_batched(a, b)
 
 
-def _matmul_batched(a, b, kernel=_matmul_kernel):
-    """``a @ b`` by ``kernel`` (``matmul_loops`` in the tests) into a fresh C-contiguous array
-    (operands without empty dimensions)."""
+def _matmul_batched(a, b, kernel=None):
+    """``a @ b`` by ``kernel`` (the Numba kernel; ``matmul_loops`` in the tests) into a fresh
+    C-contiguous array (operands without empty dimensions)."""
+    kernel = _matmul_kernel if kernel is None else kernel
     if b.strides[-1] != b.itemsize:
         b = np.ascontiguousarray(b)  # the kernel reads rows of B
     (M, K), N = a.shape[-2:], b.shape[-1]
