@@ -1,4 +1,4 @@
-"""Benchmark: minigrad's Numba kernels against their numpy twins, float32.
+"""Benchmark: minigrad's registered kernels against their ops' numpy functions, float32.
 
     python examples/benchmark_kernels.py            # full run (~2 minutes, most of it compiling)
     python examples/benchmark_kernels.py --quick    # fewer repetitions
@@ -8,8 +8,9 @@ list of dicts (examples/benchmark.py calls it). Timings are medians of many
 calls with p10/p90; the kernel and numpy are timed in alternating rounds so
 that a busy machine slows both alike. The matmul rows are the products the
 date model runs, with the operands' real layouts (the heads are strided views),
-and say which model path runs them and which path ``kernels.matmul`` takes.
-Then, in fresh processes: the first-call compile time with an empty Numba
+and say which model path runs them and which path the matmul kernel takes. Every
+other row is one registered kernel (``kernels.registered()``) at the shapes of a default
+training step (its ``example(..., "model")``). Then, in fresh processes: the first-call compile time with an empty Numba
 cache and the warm start-up (import + first calls with the cache present).
 """
 import json
@@ -26,8 +27,10 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
+import minigrad  # noqa: E402,F401  (loads the ops, which register their kernels)
 from minigrad import kernels  # noqa: E402
 from minigrad.kernels import matmul_kernels  # noqa: E402
+from minigrad.ops.matmul import matmul_arrays  # noqa: E402
 
 
 # --------------------------------------------------------------------------- timing
@@ -127,7 +130,7 @@ def model_matmul_cases(batch=128):
 
 
 def matmul_rows(repeats):
-    """kernels.matmul vs np.matmul on the model's products; for the batched ones also the Numba
+    """matmul_arrays (its kernel) vs np.matmul on the model's products; for the batched ones also the Numba
     kernel called directly, whatever the dispatch rule says (column "kernel")."""
     rows = []
     for name, model_path, a, b in model_matmul_cases():
@@ -135,73 +138,24 @@ def matmul_rows(repeats):
         flops = 2.0 * batch * a.shape[-2] * a.shape[-1] * b.shape[-1]
         reps = max(25, min(repeats, int(repeats * 2e7 / flops)))  # fewer repetitions for the big ones
         forced = (lambda: matmul_kernels._matmul_batched(a, b)) if a.ndim > 2 and b.ndim > 2 else None
-        row = _row("matmul", name, lambda: kernels.matmul(a, b), lambda: np.matmul(a, b), reps, flops, forced)
+        row = _row("matmul", name, lambda: matmul_arrays(a, b), lambda: np.matmul(a, b), reps, flops, forced)
         row["path"] = "numba" if matmul_kernels._use_numba_matmul(a, b) else "BLAS"
         row["model_path"] = model_path
         rows.append(row)
     return rows
 
 
-def row_kernel_rows(repeats):
+def registered_kernel_rows(repeats):
+    """Every registered kernel but matmul's (above) against its op's numpy function."""
     rows = []
-    for shape in [(512, 20, 20), (2432, 68)]:
-        x = _random(shape, 11) * 3
-        if x.ndim == 3:
-            x[::7, :, -3:] = -np.inf  # some masked attention positions
-        grad = _random(shape, 12)
-        y, log_y = kernels.softmax(x), kernels.log_softmax(x)
-        tag = "x".join(map(str, shape))
-        rows += [
-            _row("softmax", f"softmax forward {tag}", lambda: kernels.softmax(x),
-                 lambda: kernels.softmax_numpy(x), repeats),
-            _row("softmax", f"softmax backward {tag}", lambda: kernels.softmax_backward(y, grad),
-                 lambda: kernels.softmax_backward_numpy(y, grad), repeats),
-            _row("softmax", f"log_softmax forward {tag}", lambda: kernels.log_softmax(x),
-                 lambda: kernels.log_softmax_numpy(x), repeats),
-            _row("softmax", f"log_softmax backward {tag}", lambda: kernels.log_softmax_backward(log_y, grad),
-                 lambda: kernels.log_softmax_backward_numpy(log_y, grad), repeats),
-        ]
-    x, w, b, grad = _random((2560, 64), 13), _random(64, 14), _random(64, 15), _random((2560, 64), 16)
-    _, mean, rstd = kernels.layer_norm(x, w, b, 1e-5)
-    rows += [
-        _row("layer_norm", "layer_norm forward 2560x64", lambda: kernels.layer_norm(x, w, b, 1e-5),
-             lambda: kernels.layer_norm_numpy(x, w, b, 1e-5), repeats),
-        _row("layer_norm", "layer_norm backward 2560x64", lambda: kernels.layer_norm_backward(grad, x, w, mean, rstd),
-             lambda: kernels.layer_norm_backward_numpy(grad, x, w, mean, rstd), repeats),
-    ]
-    return rows
-
-
-def fused_kernel_rows(repeats):
-    """The fused multi-head attention (vs its numpy twin: split heads, two batched
-    products, softmax, merge) at the model's three shapes, and ReLU."""
-    rows = []
-    batch, heads, width = 128, 4, 64
-    cases = [("encoder self", 12, 12, np.ones((batch, 1, 1, 12), bool)),
-             ("decoder self", 19, 19, np.tril(np.ones((19, 19), bool))),
-             ("cross", 19, 12, np.ones((batch, 1, 1, 12), bool))]
-    for name, q_len, k_len, mask in cases:
-        qkv, kv = _random((batch, q_len, 3 * width), 21), _random((batch, k_len, 3 * width), 22)
-        columns = (0, width, 2 * width)
-        out, weights = kernels.attention(qkv, kv, kv, mask, heads, width, columns)
-        grad = _random(out.shape, 23)
-        parts = [qkv[..., :width], kv[..., width:2 * width], kv[..., 2 * width:]]
-        d_qkv, d_kv = np.zeros_like(qkv), np.zeros_like(kv)
-        tag = f"{name} {batch}x{heads}x{q_len}x{k_len}"
-        rows += [
-            _row("attention", f"attention forward, {tag}",
-                 lambda: kernels.attention(qkv, kv, kv, mask, heads, width, columns),
-                 lambda: kernels.attention_numpy(*parts, mask, heads), repeats),
-            _row("attention", f"attention backward, {tag}",
-                 lambda: kernels.attention_backward(grad, qkv, kv, kv, weights, heads, d_qkv, d_kv, d_kv, columns),
-                 lambda: kernels.attention_backward_numpy(grad, *parts, weights, heads), repeats),
-        ]
-    x, grad = _random((128, 19, 256), 24), _random((128, 19, 256), 25)
-    y = kernels.relu(x)
-    rows += [_row("attention", "relu forward 128x19x256", lambda: kernels.relu(x), lambda: kernels.relu_numpy(x),
-                  repeats),
-             _row("attention", "relu backward 128x19x256", lambda: kernels.relu_backward(y, grad),
-                  lambda: kernels.relu_backward_numpy(y, grad), repeats)]
+    for kernel in kernels.registered():
+        if kernel.op is matmul_arrays:
+            continue
+        args = kernel.example(np.random.default_rng(0), np.dtype(np.float32), "model")
+        shapes = "x".join(str(n) for n in next(a for a in args if isinstance(a, np.ndarray)).shape)
+        group = kernel.op.__module__.rsplit(".", 1)[-1]
+        rows.append(_row(group, f"{kernel.name} {shapes}", lambda: kernel.op(*args), lambda: kernel.op.numpy(*args),
+                         repeats))
     return rows
 
 
@@ -210,29 +164,13 @@ _FIRST_CALLS = """
 import json, time
 t0 = time.perf_counter()
 import numpy as np
-from minigrad import kernels as K
+import minigrad
+from minigrad import kernels
 t1 = time.perf_counter()
-r = np.random.default_rng(0)
-f = lambda *s: r.standard_normal(s).astype(np.float32)
-x, g = f(512, 20, 20), f(512, 20, 20)
-calls = {
-    "matmul": lambda: K.matmul(f(128, 4, 19, 19), f(128, 4, 19, 16)),
-    "softmax": lambda: K.softmax(x),
-    "softmax_backward": lambda: K.softmax_backward(x, g),
-    "log_softmax": lambda: K.log_softmax(x),
-    "log_softmax_backward": lambda: K.log_softmax_backward(x, g),
-    "layer_norm": lambda: K.layer_norm(f(64, 32), f(32), f(32), 1e-5),
-    "layer_norm_backward": lambda: K.layer_norm_backward(f(64, 32), f(64, 32), f(32), f(64), f(64)),
-    "attention": lambda: K.attention(f(2, 5, 64), f(2, 7, 64), f(2, 7, 64), np.ones((2, 1, 1, 7), bool), 4),
-    "attention_backward": lambda: K.attention_backward(f(2, 5, 64), f(2, 5, 64), f(2, 7, 64), f(2, 7, 64),
-                                                       f(2, 4, 5, 7), 4, *(np.zeros((2, n, 64), np.float32)
-                                                                            for n in (5, 7, 7))),
-    "relu": lambda: K.relu(x),
-    "relu_backward": lambda: K.relu_backward(x, g),
-}
 first = {}
-for name, call in calls.items():
-    start = time.perf_counter(); call(); first[name] = time.perf_counter() - start
+for kernel in kernels.registered():
+    args = kernel.example(np.random.default_rng(0), np.dtype(np.float32), "small")
+    start = time.perf_counter(); kernel.run(*args); first[kernel.name] = time.perf_counter() - start
 print(json.dumps({"import_s": t1 - t0, "first_calls_s": first, "total_s": time.perf_counter() - t0}))
 """
 
@@ -265,9 +203,10 @@ def print_report(info, rows):
     print(f"python {info['python']}, numpy {info['numpy']} ({info['blas']}, "
           f"OPENBLAS_NUM_THREADS={info['OPENBLAS_NUM_THREADS']}), numba {info['numba']}; serial kernels")
     print("times in microseconds: median [p10-p90]; speed-up = numpy median / minigrad median; float32")
-    print("matmul: 'minigrad' = kernels.matmul, which takes 'path' (its dispatch rule); 'kernel' = the Numba "
-          "kernel called directly, whatever the rule says")
-    for group in ("matmul", "softmax", "layer_norm", "attention"):
+    print("matmul: 'minigrad' = matmul_arrays, whose kernel takes 'path' (its dispatch rule); 'kernel' = the "
+          "Numba kernel called directly, whatever the rule says")
+    groups = list(dict.fromkeys(r["group"] for r in rows if r["group"] != "startup"))
+    for group in groups:
         print()
         if group == "matmul":
             print(f"{'matmul':42s} {'model path':19s} {'path':5s} {'minigrad':>26s} {'numpy':>26s} "
@@ -293,7 +232,7 @@ def run_kernel_benchmarks(quick=False):
     """Run every benchmark, print the table, return the rows as a list of dicts."""
     repeats = 100 if quick else 500
     info = machine_info()
-    rows = matmul_rows(repeats) + row_kernel_rows(repeats) + fused_kernel_rows(repeats) + startup_rows()
+    rows = matmul_rows(repeats) + registered_kernel_rows(repeats) + startup_rows()
     print_report(info, rows)
     return [{"group": "machine", **info}] + rows
 

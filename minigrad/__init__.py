@@ -6,7 +6,8 @@
     anomaly.py    detect_anomaly(): find the op whose backward makes NaN/inf
     function.py   the op base class and the central un-broadcast
     ops/          every op, forward and backward side by side
-    kernels/      the Numba kernels and their numpy twins (one switch)
+    kernels/      the Numba kernels, registered for the ops' numpy functions (one switch)
+    profiler.py   profile(): which ops ran, for how long, on a kernel or on numpy
     functional.py softmax, cross_entropy, layer_norm, dropout, ...
     nn.py         Module, Parameter, Linear, LayerNorm, Dropout, Embedding
     optim.py      SGD, Adam, warm-up schedules, gradient clipping
@@ -20,6 +21,7 @@ from .autograd import BackwardStep, autograd_steps
 from .grad_mode import enable_grad, is_grad_enabled, no_grad
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck, jvpcheck
 from .ops import concatenate, stack, where
+from .profiler import profile
 from .rng import get_rng_state, manual_seed, set_rng_state
 from .tensor import Tensor
 
@@ -27,5 +29,5 @@ __all__ = ["Tensor", "no_grad", "enable_grad", "is_grad_enabled", "gradcheck", "
            "gradgradcheck", "jvpcheck", "autograd", "forward_ad", "func",
            "autograd_steps", "BackwardStep", "detect_anomaly", "AnomalyError",
            "concatenate", "stack", "where", "manual_seed", "get_rng_state", "set_rng_state",
-           "functional", "nn", "optim", "kernels"]
+           "functional", "nn", "optim", "kernels", "profile"]
 __version__ = "0.1.0"

@@ -35,7 +35,7 @@ An op with neither raises a clear error under ``create_graph=True`` or inside a
 """
 import numpy as np
 
-from . import anomaly, forward_ad, inplace
+from . import anomaly, forward_ad, inplace, profiler
 from .grad_mode import state as grad_state    # this thread's grad mode: grad_state.enabled
 
 # Names of the modules currently running (innermost last), recorded on each op
@@ -67,7 +67,10 @@ class Function:
         tensors = tuple([x if isinstance(x, _tensor.Tensor) else _tensor.Tensor(x) for x in inputs])
         fn = cls()
         fn.needs_input_grad = needs = tuple([t.requires_grad for t in tensors])
-        out = fn.forward(*[t.data for t in tensors], **options)
+        if profiler.active is None:     # one attribute read when not profiling
+            out = fn.forward(*[t.data for t in tensors], **options)
+        else:
+            out = profiler.active.forward(fn, [t.data for t in tensors], options)
         if type(out) is not np.ndarray:
             out = np.asarray(out)       # a numpy scalar (e.g. a full sum) becomes a 0-d array
         # an integer or bool result cuts the graph (PyTorch: it cannot require grad)

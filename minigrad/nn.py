@@ -2,7 +2,7 @@
 
 A Module finds its parameters and sub-modules by looking at its attributes, in
 the order they were assigned, so ``named_parameters()`` gives stable dotted
-names such as ``encoder.layers.0.self_attn.w_q.weight``.
+names such as ``encoder.layers.0.self_attn.w_qkv.weight``.
 
 Initialisation follows PyTorch:
   Linear     weight and bias ~ U(-1/sqrt(in_features), 1/sqrt(in_features))

@@ -15,7 +15,9 @@ import numbers
 
 import numpy as np
 
-from . import inplace, kernels
+from . import inplace
+from .kernels.registry import accelerated
+from .profiler import profiled
 
 
 def check_number(owner: str, name: str, value, low: float = 0.0, below: float = None) -> float:
@@ -35,6 +37,20 @@ def check_count(owner: str, name: str, value, low: int = 0) -> int:
     return int(value)
 
 
+@accelerated
+def adam_update(param, grad, m, v, beta1, beta2, step_size, eps_hat, weight_decay):
+    """Adam's update of one parameter, in place: m, v <- moving averages of grad and grad²;
+    param -= step_size * m / (sqrt(v) + eps_hat). ``step_size`` and ``eps_hat`` already hold
+    the bias corrections. (``kernels/adam_kernel.py``: the same in one pass, no temporaries.)"""
+    if weight_decay:
+        grad = grad + weight_decay * param
+    m *= beta1
+    m += (1 - beta1) * grad
+    v *= beta2
+    v += (1 - beta2) * grad * grad
+    param -= step_size * m / (np.sqrt(v) + eps_hat)
+
+
 class Optimizer:
     def __init__(self, params, lr: float):
         self.params = list(params)
@@ -47,6 +63,7 @@ class Optimizer:
         for p in self.params:
             p.grad = None
 
+    @profiled("optimizer.step")
     def step(self):
         self.step_count += 1
         self.begin_step()
@@ -139,15 +156,14 @@ class Adam(Optimizer):
         self._eps_hat = self.eps * math.sqrt(1 - b2 ** self.step_count)
 
     def update_all(self, todo):
-        """The arithmetic (and its plain numpy twin) is kernels.adam_update_all, run over all
-        parameters in one call: per-parameter Python work was a good part of the step."""
+        """``adam_update`` of each parameter."""
+        b1, b2 = self.betas
         for i in todo:
             if self.m[i] is None:
                 self.m[i] = np.zeros_like(self.params[i].data)
                 self.v[i] = np.zeros_like(self.params[i].data)
-        kernels.adam_update_all([self.params[i].data for i in todo], [self.params[i].grad for i in todo],
-                                [self.m[i] for i in todo], [self.v[i] for i in todo], *self.betas,
-                                self._step_size, self._eps_hat, self.weight_decay)
+            adam_update(self.params[i].data, self.params[i].grad, self.m[i], self.v[i], b1, b2,
+                        self._step_size, self._eps_hat, self.weight_decay)
 
     def state_dict(self):
         return {**super().state_dict(), "betas": list(self.betas), "eps": self.eps,
@@ -161,6 +177,7 @@ class Adam(Optimizer):
         return self
 
 
+@profiled("clip_grad_norm")
 def clip_grad_norm(params, max_norm: float) -> float:
     """Scale all gradients so their joint L2 norm is at most ``max_norm``; returns the norm before."""
     grads = [p.grad for p in params if p.grad is not None]
@@ -286,3 +303,6 @@ class WarmupPlateauCooldown(LRSchedule):
         start = state.get("cooldown_start")
         self.cooldown_start = None if start is None else int(start)
         super().load_state_dict(state)
+
+
+from .kernels import adam_kernel  # noqa: E402,F401  (registers a kernel for adam_update)

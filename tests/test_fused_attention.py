@@ -9,7 +9,10 @@ import pytest
 
 from minigrad import Tensor, gradcheck, kernels
 from minigrad import functional as F
-from minigrad.kernels import attention_kernels, relu_kernels
+from minigrad.ops import elementwise as E, nn_ops as N, select as Sel, softmax as S  # noqa: F401
+from minigrad.ops.matmul import matmul_arrays  # noqa: F401
+from minigrad.kernels import attention_kernels
+from minigrad.ops import attention as A
 from transformer.attention import CrossAttention, SelfAttention, causal_mask, scaled_dot_product_attention
 
 
@@ -34,11 +37,14 @@ def step_by_step(q, k, v, heads, mask):
 SHAPES = [(2, 4, 19, 19, 16), (3, 2, 5, 7, 3), (2, 3, 6, 12, 20), (2, 1, 9, 40, 8), (1, 2, 1, 1, 4)]
 
 
+def attend(q, k, v, allowed, heads):
+    """(output, weights) of the op's function, q, k and v separate arrays."""
+    return A.attention(q, k, v, allowed, heads, q.shape[2], (0, 0, 0))
+
+
 def backward(grad, q, k, v, weights, heads):
-    """(dq, dk, dv) from the kernel API, which writes into arrays it is given."""
-    dq, dk, dv = np.zeros_like(q), np.zeros_like(k), np.zeros_like(v)
-    kernels.attention_backward(grad, q, k, v, weights, heads, dq, dk, dv)
-    return dq, dk, dv
+    """(dq, dk, dv) from the op's backward function, q, k and v separate arrays."""
+    return A.attention_backward(grad, q, k, v, weights, heads, (0, 0, 0))
 
 
 def masks(batch, heads, q_len, k_len, rng):
@@ -64,28 +70,29 @@ def test_fused_values_and_gradients_match_the_composition(shape, dtype, backend)
     with kernels.use_backend(backend):
         for mask in masks(batch, heads, q_len, k_len, rng):
             want_out, want_weights = step_by_step(q, k, v, heads, mask)
-            out, weights = kernels.attention(q, k, v, np.ones((1,), bool) if mask is None else mask, heads)
+            out, weights = attend(q, k, v, np.ones((1,), bool) if mask is None else mask, heads)
             assert out.dtype == dtype and weights.dtype == dtype
             np.testing.assert_allclose(out, want_out, **tol)
             np.testing.assert_allclose(weights, want_weights, **tol)
-            want = kernels.attention_backward_numpy(grad, q, k, v, want_weights.astype(dtype), heads)
+            want = A.attention_backward.numpy(grad, q, k, v, want_weights.astype(dtype), heads, (0, 0, 0))
             for got, expected in zip(backward(grad, q, k, v, weights, heads), want):
                 np.testing.assert_allclose(got, expected, **tol)
 
 
 @pytest.mark.parametrize("backend", ["numba", "numpy"])
-def test_backward_writes_its_gradients_and_refuses_overlapping_ones(backend):
-    """dq, dk, dv are written, not added to (what was in them does not matter); packed
-    projections share one array at disjoint columns; overlapping columns are one clear error."""
+def test_backward_of_packed_inputs_and_refusing_overlapping_ones(backend):
+    """Packed projections (one array, disjoint columns) get one gradient array in the same
+    layout; overlapping columns are one clear error."""
     qkv, grad = rand((2, 5, 24), np.float32), rand((2, 5, 8), np.float32, 1)
     with kernels.use_backend(backend):
-        out, weights = kernels.attention(qkv, qkv, qkv, np.ones((1,), bool), 2, 8, (0, 8, 16))
-        d_qkv = np.full_like(qkv, np.nan)
-        kernels.attention_backward(grad, qkv, qkv, qkv, weights, 2, d_qkv, d_qkv, d_qkv, (0, 8, 16))
-        want = kernels.attention_backward_numpy(grad, qkv[..., :8], qkv[..., 8:16], qkv[..., 16:], weights, 2)
+        out, weights = A.attention(qkv, qkv, qkv, np.ones((1,), bool), 2, 8, (0, 8, 16))
+        d_qkv, d_k, d_v = A.attention_backward(grad, qkv, qkv, qkv, weights, 2, (0, 8, 16))
+        assert d_qkv is d_k is d_v and d_qkv.shape == qkv.shape
+        parts = (qkv[..., :8].copy(), qkv[..., 8:16].copy(), qkv[..., 16:].copy())
+        want = A.attention_backward.numpy(grad, *parts, weights, 2, (0, 0, 0))
         np.testing.assert_allclose(d_qkv, np.concatenate(want, axis=-1), rtol=2e-4, atol=2e-5)
-        with pytest.raises(ValueError, match=r"dq, dk and dv overlap \(one array, columns \(0, 4, 16\), width 8\)"):
-            kernels.attention_backward(grad, qkv, qkv, qkv, weights, 2, d_qkv, d_qkv, d_qkv, (0, 4, 16))
+        with pytest.raises(ValueError, match=r"q, k and v overlap \(one array, columns \(0, 4, 16\), width 8\)"):
+            A.attention_backward(grad, qkv, qkv, qkv, weights, 2, (0, 4, 16))
 
 
 def test_nan_from_a_masked_score_redoes_the_call_exactly():
@@ -95,8 +102,8 @@ def test_nan_from_a_masked_score_redoes_the_call_exactly():
     allowed = np.ones((1, 1, 1, 5), bool)
     allowed[..., 3] = False
     with np.errstate(invalid="ignore"):  # q . inf is NaN where q's signs differ: masked anyway
-        out, weights = kernels.attention(q, k, v, allowed, 2)
-        want_out, want_weights = kernels.attention_numpy(q, k, v, allowed, 2)
+        out, weights = attend(q, k, v, allowed, 2)
+        want_out, want_weights = A.attention.numpy(q, k, v, allowed, 2, 8, (0, 0, 0))
     assert np.isfinite(out).all() and (weights[..., 3] == 0).all()
     np.testing.assert_array_equal(out, want_out)
     np.testing.assert_array_equal(weights, want_weights)
@@ -106,7 +113,7 @@ def test_fully_masked_row_gives_zero_weights_output_and_gradient():
     q, k, v = rand((1, 3, 8)), rand((1, 4, 8), seed=1), rand((1, 4, 8), seed=2)
     mask = np.ones((1, 1, 3, 4), bool)
     mask[0, 0, 1] = False
-    out, weights = kernels.attention(q, k, v, mask, 2)
+    out, weights = attend(q, k, v, mask, 2)
     assert not np.isnan(out).any() and not np.isnan(weights).any()
     assert (weights[0, :, 1] == 0).all() and (out[0, 1] == 0).all()
     dq, dk, dv = backward(np.ones_like(out), q, k, v, weights, 2)
@@ -117,7 +124,7 @@ def test_masked_keys_get_exactly_zero_weight_and_gradient():
     q, k, v = rand((2, 5, 8)), rand((2, 6, 8), seed=1), rand((2, 6, 8), seed=2)
     mask = np.ones((2, 1, 1, 6), bool)
     mask[0, ..., 4:] = False
-    out, weights = kernels.attention(q, k, v, mask, 2)
+    out, weights = attend(q, k, v, mask, 2)
     assert (weights[0, :, :, 4:] == 0).all()
     _, dk, dv = backward(rand(out.shape, seed=5), q, k, v, weights, 2)
     assert (dk[0, 4:] == 0).all() and (dv[0, 4:] == 0).all()
@@ -260,11 +267,11 @@ def test_mask_as_bias_keeps_broadcast_axes_small():
 def test_relu_kernels_match_numpy_including_nan_and_inf(dtype):
     x = np.concatenate([rand(1000, dtype), np.array([0.0, -0.0, np.nan, np.inf, -np.inf], dtype)]).reshape(5, 201)
     grad = rand(x.shape, dtype, 1)
-    np.testing.assert_array_equal(kernels.relu(x), relu_kernels.relu_numpy(x))
-    np.testing.assert_array_equal(kernels.relu_backward(kernels.relu(x), grad),
-                                  relu_kernels.relu_backward_numpy(relu_kernels.relu_numpy(x), grad))
+    np.testing.assert_array_equal(E.relu(x), E.relu.numpy(x))
+    np.testing.assert_array_equal(E.relu_backward(E.relu(x), grad),
+                                  E.relu_backward.numpy(E.relu.numpy(x), grad))
 
 
 def test_relu_takes_non_contiguous_input():
     x = rand((6, 8), np.float32).T
-    np.testing.assert_array_equal(kernels.relu(x), np.maximum(x, 0))
+    np.testing.assert_array_equal(E.relu(x), np.maximum(x, 0))

@@ -67,7 +67,7 @@ def test_tuple_index_gather_matches_add_at(case, seed):
     check_gather(table, (ids, slice(None)), lambda i: i)
 
 
-# the probe of issue 10, and the cases around the old fast path's limits
+# a negative id, and the cases around the old fast path's limits
 def test_negative_ids_keep_their_gradient():
     a = Tensor(np.arange(8.0).reshape(4, 2), requires_grad=True)
     a[np.array([-1, 0])].sum().backward()

@@ -1,6 +1,6 @@
 """In-place operators += -= *= /= with PyTorch's rules (see minigrad/inplace.py).
 
-The probes of issue 10: the textbook SGD loop `with no_grad(): w -= lr * w.grad`
+The probes: the textbook SGD loop `with no_grad(): w -= lr * w.grad`
 must train the same leaf, and `w -= 0.1` outside no_grad must not silently turn
 the weight into a non-leaf.
 """

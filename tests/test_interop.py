@@ -3,7 +3,7 @@
 PyTorch: np.asarray(t) is t's array when t does not require grad and raises
 ("Use tensor.detach().numpy() instead") when it does; float/int/bool work on
 one-element tensors, operator.index only on integer ones; np.sum(t) and
-friends call the tensor's own method. Each probe of issue 10 is here.
+friends call the tensor's own method. Each probe of that rule is here.
 """
 import operator
 

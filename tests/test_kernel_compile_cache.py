@@ -1,6 +1,6 @@
 """kernels.cache_is_cold(): true exactly when the model's kernels would compile on their next
-first call; a forced vector width never uses the cache (issue 11); and
-compile_training_kernels() compiles exactly what a training step runs (issue 9)."""
+first call; a forced vector width never uses the cache; and compile_training_kernels()
+compiles exactly what a training step runs (the registered kernels of its stages)."""
 import os
 import subprocess
 import sys
@@ -16,9 +16,10 @@ import numpy as np
 from minigrad import kernels
 f = lambda *shape: np.random.default_rng(0).standard_normal(shape).astype(np.float32)
 print("cold before:", kernels.cache_is_cold(training=False), "lanes:", kernels.lanes(f(1)))
-kernels.attention(f(2, 3, 8), f(2, 4, 8), f(2, 4, 8), np.ones((1,), bool), 2)
-kernels.layer_norm(f(3, 8), f(8), f(8), 1e-5)
-kernels.relu(f(3, 8))
+from minigrad.ops import attention, elementwise, nn_ops
+attention.attention(f(2, 3, 8), f(2, 4, 8), f(2, 4, 8), np.ones((1,), bool), 2, 8, (0, 0, 0))
+nn_ops.layer_norm(f(3, 8), f(8), f(8), 1e-5)
+elementwise.relu(f(3, 8))
 print("cold after:", kernels.cache_is_cold(training=False), "training:", kernels.cache_is_cold())
 """
 
@@ -26,7 +27,7 @@ print("cold after:", kernels.cache_is_cold(training=False), "training:", kernels
 # step runs must already have its code (one signature each, and no compile after the first).
 TRAINING_AFTER_PRECOMPILE = """
 from minigrad import kernels
-from minigrad.kernels.compile_cache import TRAINING_KERNELS
+from minigrad.kernels.compile_cache import compiled_functions
 from transformer.model import ModelConfig
 from transformer.training import TrainConfig, Trainer
 print("cold before:", kernels.cache_is_cold())
@@ -36,7 +37,7 @@ trainer = Trainer(model_config=ModelConfig(d_model=16, num_heads=2, num_encoder_
                                            d_ff=32), train_config=TrainConfig(steps=2, batch_size=8, eval_every=0,
                                                                               checkpoint_every=0))
 trainer.train_step()
-for kernel in TRAINING_KERNELS:
+for kernel in compiled_functions():
     misses = sum(kernel.stats.cache_misses.values())
     print(kernel.__name__, "signatures", len(kernel.signatures), "compiled here", misses)
 """

@@ -13,7 +13,10 @@ import numpy as np
 import pytest
 
 from minigrad import kernels
-from minigrad.kernels import jit, layer_norm_kernels, matmul_kernels, simd, softmax_kernels
+from minigrad.optim import adam_update
+from minigrad.ops import elementwise as E, nn_ops as N, select as Sel, softmax as S  # noqa: F401
+from minigrad.ops.matmul import matmul_arrays  # noqa: F401
+from minigrad.kernels import jit, simd
 
 DTYPES = [np.float32, np.float64]
 TOL = {np.float32: dict(rtol=2e-5, atol=2e-5), np.float64: dict(rtol=1e-12, atol=1e-12)}
@@ -46,25 +49,25 @@ ROW_SHAPES = [(1, 1), (3, 7), (512, 20, 20), (2432, 68), (5, 100), (2, 3, 4, 9)]
 @pytest.mark.parametrize("shape", ROW_SHAPES)
 def test_softmax_and_log_softmax_match_numpy(shape, dtype):
     x = rand(shape, dtype, 7, scale=4.0)
-    for kernel, twin in [(kernels.softmax, kernels.softmax_numpy), (kernels.log_softmax, kernels.log_softmax_numpy)]:
+    for kernel, twin in [(S.softmax, S.softmax.numpy), (S.log_softmax, S.log_softmax.numpy)]:
         out = kernel(x)
         assert out.dtype == dtype and out.shape == x.shape
         np.testing.assert_allclose(out, twin(x), **TOL[dtype])
-    np.testing.assert_allclose(kernels.softmax(x).sum(-1), 1, rtol=1e-5 if dtype == np.float32 else 1e-13)
+    np.testing.assert_allclose(S.softmax(x).sum(-1), 1, rtol=1e-5 if dtype == np.float32 else 1e-13)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", ROW_SHAPES)
 def test_backward_kernels_match_numpy(shape, dtype):
     x, grad = rand(shape, dtype, 8, scale=3.0), rand(shape, dtype, 9)
-    y = kernels.softmax(x)
-    dx = kernels.softmax_backward(y, grad)
+    y = S.softmax(x)
+    dx = S.softmax_backward(y, grad)
     assert dx.dtype == dtype
-    np.testing.assert_allclose(dx, kernels.softmax_backward_numpy(y, grad), **TOL[dtype])
-    y = kernels.log_softmax(x)
-    dx = kernels.log_softmax_backward(y, grad)
+    np.testing.assert_allclose(dx, S.softmax_backward.numpy(y, grad), **TOL[dtype])
+    y = S.log_softmax(x)
+    dx = S.log_softmax_backward(y, grad)
     assert dx.dtype == dtype
-    np.testing.assert_allclose(dx, kernels.log_softmax_backward_numpy(y, grad), **TOL[dtype])
+    np.testing.assert_allclose(dx, S.log_softmax_backward(y, grad), **TOL[dtype])
 
 
 def non_contiguous_rows(dtype):
@@ -74,18 +77,18 @@ def non_contiguous_rows(dtype):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_softmax_non_contiguous_input(dtype):
     x = non_contiguous_rows(dtype)
-    np.testing.assert_allclose(kernels.softmax(x), kernels.softmax_numpy(x), **TOL[dtype])
-    np.testing.assert_allclose(kernels.log_softmax(x), kernels.log_softmax_numpy(x), **TOL[dtype])
+    np.testing.assert_allclose(S.softmax(x), S.softmax.numpy(x), **TOL[dtype])
+    np.testing.assert_allclose(S.log_softmax(x), S.log_softmax.numpy(x), **TOL[dtype])
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_huge_logits_stay_finite(dtype):
     x = np.array([[1e4, -1e4, 0.0, 1e4 - 1], [-1e4, -1e4, -1e4, -1e4]], dtype=dtype)
-    exact = kernels.softmax_numpy(x.astype(np.float64))
+    exact = S.softmax.numpy(x.astype(np.float64))
     for backend in kernels.BACKENDS:
         with kernels.use_backend(backend):
-            y = kernels.softmax(x)
-            log_y = kernels.log_softmax(x)
+            y = S.softmax(x)
+            log_y = S.log_softmax(x)
         assert np.isfinite(y).all() and np.isfinite(log_y).all()
         np.testing.assert_allclose(y, exact, rtol=1e-6, atol=1e-7)
         wide = x.astype(np.longdouble)  # the reference must not cancel at 1e4 either
@@ -112,30 +115,30 @@ def test_masked_rows_without_nan_or_warning(backend, dtype, width):
     grad = rand(x.shape, dtype, 12)
     with kernels.use_backend(backend), warnings.catch_warnings():
         warnings.simplefilter("error")  # any RuntimeWarning fails the test
-        y = kernels.softmax(x)
-        dy = kernels.softmax_backward(y, grad)
-        log_y = kernels.log_softmax(x)
-        dlog = kernels.log_softmax_backward(log_y, grad)
+        y = S.softmax(x)
+        dy = S.softmax_backward(y, grad)
+        log_y = S.log_softmax(x)
+        dlog = S.log_softmax_backward(log_y, grad)
     assert not np.isnan(y).any() and not np.isnan(dy).any() and not np.isnan(log_y).any() and not np.isnan(dlog).any()
     assert (y[1] == 0).all() and (dy[1] == 0).all() and (dlog[1] == 0).all()
     assert np.isneginf(log_y[1]).all()
     assert (y[2, 5:] == 0).all() and np.isneginf(log_y[2, 5:]).all() and np.isneginf(log_y[3, ::2]).all()
-    np.testing.assert_allclose(y[2, :5], kernels.softmax_numpy(x[2, :5]), rtol=1e-6)
-    np.testing.assert_allclose(log_y[3, 1::2], kernels.log_softmax_numpy(x[3, 1::2]), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(y[2, :5], S.softmax.numpy(x[2, :5]), rtol=1e-6)
+    np.testing.assert_allclose(log_y[3, 1::2], S.log_softmax.numpy(x[3, 1::2]), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("width", [20, 40])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_masked_rows_kernel_equals_twin(dtype, width):
     x, grad = masked_logits(dtype, width), rand((4, width), dtype, 13)
-    y, log_y = kernels.softmax(x), kernels.log_softmax(x)
-    np.testing.assert_array_equal(np.isneginf(log_y), np.isneginf(kernels.log_softmax_numpy(x)))
+    y, log_y = S.softmax(x), S.log_softmax(x)
+    np.testing.assert_array_equal(np.isneginf(log_y), np.isneginf(S.log_softmax.numpy(x)))
     finite = np.isfinite(log_y)
-    np.testing.assert_allclose(log_y[finite], kernels.log_softmax_numpy(x)[finite], **TOL[dtype])
-    np.testing.assert_allclose(y, kernels.softmax_numpy(x), **TOL[dtype])
-    np.testing.assert_allclose(kernels.softmax_backward(y, grad), kernels.softmax_backward_numpy(y, grad), **TOL[dtype])
-    np.testing.assert_allclose(kernels.log_softmax_backward(log_y, grad),
-                               kernels.log_softmax_backward_numpy(log_y, grad), **TOL[dtype])
+    np.testing.assert_allclose(log_y[finite], S.log_softmax.numpy(x)[finite], **TOL[dtype])
+    np.testing.assert_allclose(y, S.softmax.numpy(x), **TOL[dtype])
+    np.testing.assert_allclose(S.softmax_backward(y, grad), S.softmax_backward.numpy(y, grad), **TOL[dtype])
+    np.testing.assert_allclose(S.log_softmax_backward(log_y, grad),
+                               S.log_softmax_backward(log_y, grad), **TOL[dtype])
 
 
 @numba.njit
@@ -186,13 +189,13 @@ def test_vector_exp_accuracy(dtype):
 def test_layer_norm_matches_numpy(shape, dtype):
     x, w, b = rand(shape, dtype, 14, 2.0) + dtype(3), rand(shape[-1:], dtype, 15), rand(shape[-1:], dtype, 16)
     grad = rand(shape, dtype, 17)
-    got, want = kernels.layer_norm(x, w, b, 1e-5), kernels.layer_norm_numpy(x, w, b, 1e-5)
+    got, want = N.layer_norm(x, w, b, 1e-5), N.layer_norm.numpy(x, w, b, 1e-5)
     for g, e in zip(got, want):
         assert g.dtype == dtype and g.shape == e.shape
         np.testing.assert_allclose(g, e, **TOL[dtype])
     _, mean, rstd = want
-    got = kernels.layer_norm_backward(grad, x, w, mean, rstd)
-    want = kernels.layer_norm_backward_numpy(grad, x, w, mean, rstd)
+    got = N.layer_norm_backward(grad, x, w, mean, rstd)
+    want = N.layer_norm_backward.numpy(grad, x, w, mean, rstd)
     tol = dict(rtol=1e-4, atol=2e-4 * np.sqrt(x.size / shape[-1])) if dtype == np.float32 else TOL[dtype]
     for g, e in zip(got, want):
         assert g.dtype == dtype and g.shape == e.shape
@@ -219,22 +222,22 @@ def test_backward_against_finite_differences(backend):
     x[1, 4] = -np.inf  # a masked entry: its gradient is finite too
     weights = rand((3, 11), np.float64, 19)
     with kernels.use_backend(backend):
-        y = kernels.softmax(x)
-        np.testing.assert_allclose(kernels.softmax_backward(y, weights),
-                                   numerical_gradient(lambda v: np.sum(weights * kernels.softmax(v)), x),
+        y = S.softmax(x)
+        np.testing.assert_allclose(S.softmax_backward(y, weights),
+                                   numerical_gradient(lambda v: np.sum(weights * S.softmax(v)), x),
                                    rtol=1e-6, atol=1e-8)
-        y = kernels.log_softmax(x)
+        y = S.log_softmax(x)
         finite_weights = np.where(np.isinf(y), 0, weights)  # -inf outputs would poison the sum
-        np.testing.assert_allclose(kernels.log_softmax_backward(y, finite_weights),
+        np.testing.assert_allclose(S.log_softmax_backward(y, finite_weights),
                                    numerical_gradient(lambda v: np.sum(finite_weights * np.where(
-                                       np.isinf(v), 0, kernels.log_softmax(v))), x),
+                                       np.isinf(v), 0, S.log_softmax(v))), x),
                                    rtol=1e-6, atol=1e-8)
 
         x = rand((4, 9), np.float64, 20)
         w, b, grad = rand(9, np.float64, 21), rand(9, np.float64, 22), rand((4, 9), np.float64, 23)
-        _, mean, rstd = kernels.layer_norm(x, w, b, 1e-5)
-        dx, dw, db = kernels.layer_norm_backward(grad, x, w, mean, rstd)
-        loss = lambda x_, w_, b_: np.sum(grad * kernels.layer_norm(x_, w_, b_, 1e-5)[0])  # noqa: E731
+        _, mean, rstd = N.layer_norm(x, w, b, 1e-5)
+        dx, dw, db = N.layer_norm_backward(grad, x, w, mean, rstd)
+        loss = lambda x_, w_, b_: np.sum(grad * N.layer_norm(x_, w_, b_, 1e-5)[0])  # noqa: E731
         np.testing.assert_allclose(dx, numerical_gradient(lambda v: loss(v, w, b), x), rtol=1e-6, atol=1e-8)
         np.testing.assert_allclose(dw, numerical_gradient(lambda v: loss(x, v, b), w), rtol=1e-6, atol=1e-8)
         np.testing.assert_allclose(db, numerical_gradient(lambda v: loss(x, w, v), b), rtol=1e-6, atol=1e-8)
@@ -261,24 +264,24 @@ def test_unknown_backend_lists_valid_names():
 
 
 def test_numpy_backend_never_touches_numba(monkeypatch):
+    """Every registered kernel's Numba functions replaced by a trap: the numpy backend runs every
+    op function without springing one, the Numba backend springs them."""
     def boom(*args):
         raise AssertionError("a Numba kernel ran")
-    kernel_names = {matmul_kernels: ["_matmul_batched"],
-                    softmax_kernels: ["_softmax_kernel", "_softmax_backward_kernel"],
-                    layer_norm_kernels: ["_layer_norm_kernel", "_layer_norm_backward_kernel"]}
-    for module, names in kernel_names.items():
-        for name in names:
-            monkeypatch.setattr(module, name, boom)
-    x, w = rand((8, 20, 16), np.float32), rand(16, np.float32)
-    with pytest.raises(AssertionError, match="a Numba kernel ran"):
-        kernels.softmax(x)
-    with kernels.use_backend("numpy"):
-        kernels.matmul(x, x.swapaxes(-1, -2))
-        y = kernels.softmax(x)
-        kernels.softmax_backward(y, x)
-        kernels.log_softmax_backward(kernels.log_softmax(x), x)
-        _, mean, rstd = kernels.layer_norm(x, w, w, 1e-5)
-        kernels.layer_norm_backward(x, x, w, mean, rstd)
+    traps = []
+    for kernel in kernels.registered():
+        names = [name for name, value in kernel.run.__globals__.items() if any(value is f for f in kernel.compiled)]
+        assert len(names) == len(kernel.compiled), kernel
+        traps += [(kernel.run.__globals__, name) for name in names]
+    for module_globals, name in traps:
+        monkeypatch.setitem(module_globals, name, boom)
+    for kernel in kernels.registered():
+        args = kernel.example(np.random.default_rng(0), np.dtype(np.float32), "small")
+        with kernels.use_backend("numpy"):
+            kernel.op(*args)
+        if kernel.compiled:
+            with pytest.raises(AssertionError, match="a Numba kernel ran"):
+                kernel.op(*args)
 
 
 def test_backend_from_environment():
@@ -329,28 +332,29 @@ def test_jit_does_not_hide_other_errors(monkeypatch):
 def test_kernels_run_as_plain_python_with_jit_disabled():
     code = """
         import numpy as np
-        from minigrad import kernels as K
         from minigrad.kernels import softmax_kernels
+        from minigrad.ops import nn_ops as N, softmax as S
+        from minigrad.ops.matmul import matmul_arrays
         assert not hasattr(softmax_kernels._softmax_kernel, "signatures")  # really not compiled
         r = np.random.default_rng(0)
         for dt in (np.float32, np.float64):
             a, b = r.standard_normal((2, 5, 3)).astype(dt), r.standard_normal((2, 9, 3)).astype(dt)
-            np.testing.assert_allclose(K.matmul(a, b.swapaxes(-1, -2)), a @ b.swapaxes(-1, -2), rtol=1e-5, atol=1e-6)
-            np.testing.assert_allclose(K.matmul(b.swapaxes(-1, -2), b), b.swapaxes(-1, -2) @ b, rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(matmul_arrays(a, b.swapaxes(-1, -2)), a @ b.swapaxes(-1, -2), rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(matmul_arrays(b.swapaxes(-1, -2), b), b.swapaxes(-1, -2) @ b, rtol=1e-5, atol=1e-6)
             a, b = r.standard_normal((2, 20, 20)).astype(dt), r.standard_normal((2, 20, 16)).astype(dt)
-            np.testing.assert_allclose(K.matmul(a, b), a @ b, rtol=1e-5, atol=1e-5)  # a compiled-for-shape kernel
+            np.testing.assert_allclose(matmul_arrays(a, b), a @ b, rtol=1e-5, atol=1e-5)  # a compiled-for-shape kernel
             x = r.standard_normal((3, 11)).astype(dt)
             x[1] = -np.inf
             g = r.standard_normal((3, 11)).astype(dt)
-            for f, twin in [(K.softmax, K.softmax_numpy), (K.log_softmax, K.log_softmax_numpy)]:
+            for f, twin in [(S.softmax, S.softmax.numpy), (S.log_softmax, S.log_softmax.numpy)]:
                 assert f(x).dtype == dt
                 np.testing.assert_allclose(f(x), twin(x), rtol=1e-5, atol=1e-6)
-            np.testing.assert_allclose(K.softmax_backward(K.softmax(x), g),
-                                       K.softmax_backward_numpy(K.softmax_numpy(x), g), rtol=1e-5, atol=1e-6)
-            np.testing.assert_allclose(K.log_softmax_backward(K.log_softmax(x), g),
-                                       K.log_softmax_backward_numpy(K.log_softmax_numpy(x), g), rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(S.softmax_backward(S.softmax(x), g),
+                                       S.softmax_backward.numpy(S.softmax.numpy(x), g), rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(S.log_softmax_backward(S.log_softmax(x), g),
+                                       S.log_softmax_backward(S.log_softmax.numpy(x), g), rtol=1e-5, atol=1e-6)
             x, w = r.standard_normal((3, 11)).astype(dt), r.standard_normal(11).astype(dt)
-            for got, want in zip(K.layer_norm(x, w, w, 1e-5), K.layer_norm_numpy(x, w, w, 1e-5)):
+            for got, want in zip(N.layer_norm(x, w, w, 1e-5), N.layer_norm.numpy(x, w, w, 1e-5)):
                 np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
         print("ok")
     """
@@ -368,8 +372,8 @@ def test_adam_update_kernel_matches_numpy_twin(dtype, weight_decay):
     twin = [a.copy() for a in (param, grad, m, v)]
     before = param.copy()
     args = (0.9, 0.98, 1e-3, 1e-9, weight_decay)
-    kernels.adam_update_all([param], [grad], [m], [v], *args)
-    kernels.adam_update_numpy(*twin, *args)
+    adam_update(param, grad, m, v, *args)
+    adam_update.numpy(*twin, *args)
     tol = 1e-6 if dtype == np.float32 else 1e-12
     for got, want in zip((param, m, v), (twin[0], twin[2], twin[3])):
         assert got.dtype == dtype

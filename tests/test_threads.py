@@ -7,7 +7,7 @@ import pytest
 from minigrad import threads
 from minigrad.threads import AdaptiveThreads, TrainingThreads, blas_setting, blas_threads, decoding_threads
 
-QUIET = {1: 0.082, 2: 0.068}       # step seconds on a quiet 2-core machine (issue 9)
+QUIET = {1: 0.082, 2: 0.068}       # step seconds on a quiet 2-core machine (measured 2026-11-23)
 ONE_BUSY = {1: 0.077, 2: 0.150}    # ... with one busy background process
 VERY_BUSY = {1: 0.250, 2: 4.0}     # ... with a shared machine's heavy load (measured here)
 

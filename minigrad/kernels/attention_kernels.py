@@ -1,50 +1,83 @@
-"""Multi-head scaled dot-product attention in one pass, forward and backward.
+"""Multi-head scaled dot-product attention in one pass, forward and backward: kernels for
+``ops/attention.py``'s ``attention`` and ``attention_backward`` (the math is there).
 
-The math, per batch item and head, is in ``minigrad/ops/attention.py``; the step-by-step
-version to read and draw is ``transformer.attention`` (the tests check they agree).
 Q, K, V and O stay in the projections' layout (B, T, heads * D), head h at columns
 h*D : (h+1)*D, and each (batch item, head) is done while its rows sit in L1: op by op,
 every step is a pass over memory, plus copies to split and merge the heads.
 """
-import math
-
 import numpy as np
 
-from .backend import numpy_selected, use_backend
+from ..ops import attention as op
 from .jit import jit
-from .simd import flat
 from .matmul_kernels import four_rows_times, rows_times
-from .softmax_kernels import four_softmax_rows, softmax_backward_row, softmax_numpy
+from .registry import kernel_for
+from .simd import exp_nonpositive, flat, hmax, hsum, lanes, vfma, vload, vmax, vsplat, vstore
+from .softmax_kernels import softmax_backward_row
 
 
-# ---------------------------------------------------------------- numpy twins
-def _split_heads(x, num_heads):
-    batch, length, width = x.shape
-    return x.reshape(batch, length, num_heads, width // num_heads).transpose(0, 2, 1, 3)  # (B, h, T, D)
+# ---------------------------------------------------------------- the softmax, four score rows at a time
+# One row's max, exp and sum are a chain of dependent steps (~150 cycles of latency for little
+# work); four rows side by side overlap four chains (docs/kernels-rows.md).
+@jit(forceinline=True)
+def _scores_and_max(x, bias, scores, j, n, scale, peak):
+    """scores[j:j+n] = x[j:j+n] * scale + bias[j:j+n]; returns peak updated with their max."""
+    v = vfma(vload(bias, j, n, x.dtype.type(-np.inf)), vload(x, j, n, x.dtype.type(0)), scale)
+    vstore(scores, j, n, v)
+    return vmax(peak, v)
 
 
-def _merge_heads(x):
-    batch, heads, length, depth = x.shape
-    return x.transpose(0, 2, 1, 3).reshape(batch, length, heads * depth)
+@jit(forceinline=True)
+def _exp_sum(scores, j, n, shift, total):
+    """total + exp(scores[j:j+n] - shift) (padding lanes add exp(-inf) = 0); stores back the exp."""
+    e = exp_nonpositive(vload(scores, j, n, scores.dtype.type(-np.inf)) - shift)
+    vstore(scores, j, n, e)
+    return total + e
 
 
-def attention_numpy(q, k, v, allowed, num_heads):
-    """(output (B, Tq, width), weights (B, heads, Tq, Tk)); allowed broadcasts to the weights' shape."""
-    q_h, k_h, v_h = (_split_heads(x, num_heads) for x in (q, k, v))
-    scale = q.dtype.type(1 / math.sqrt(q_h.shape[-1]))
-    scores = np.where(allowed, (q_h @ k_h.swapaxes(-1, -2)) * scale, q.dtype.type(-np.inf))
-    weights = softmax_numpy(scores)
-    return _merge_heads(weights @ v_h), weights
+@jit(forceinline=True)
+def _shift(peak, zero):
+    """What to subtract before exp: the row max, or 0 for a row of all -inf (no -inf - -inf = NaN)."""
+    row_max = hmax(peak)
+    return zero if row_max == -np.inf else row_max
 
 
-def attention_backward_numpy(grad, q, k, v, weights, num_heads):
-    """(dq, dk, dv), each in the layout of its input."""
-    q_h, k_h, v_h, g_h = (_split_heads(x, num_heads) for x in (q, k, v, grad))
-    scale = q.dtype.type(1 / math.sqrt(q_h.shape[-1]))
-    d_weights = g_h @ v_h.swapaxes(-1, -2)
-    d_scores = weights * (d_weights - np.sum(weights * d_weights, axis=-1, keepdims=True)) * scale
-    return (_merge_heads(d_scores @ k_h), _merge_heads(d_scores.swapaxes(-1, -2) @ q_h),
-            _merge_heads(weights.swapaxes(-1, -2) @ g_h))
+@jit(forceinline=True)
+def _inverse(total, zero, one):
+    """1 / sum as a vector; 0 for a row of all -inf (sum 0: its exps are 0 already)."""
+    return vsplat(one / total if total != zero else zero)
+
+
+@jit(forceinline=True)
+def _four_softmax_rows(x, x_rows, bias, bias_rows, scale, block, out, out_rows):
+    """out[out_rows[r]] = softmax(x[x_rows[r]] * scale + bias[bias_rows[r]]) for r < 4. Bias rows
+    hold 0 (may attend) or -inf (masked); block (4, width) is scratch, so rows may repeat. Returns
+    True when a row came out NaN. The vector max may drop a NaN; exp(NaN - shift) then puts it
+    back into the sum."""
+    step, width, zero, one = lanes(block), block.shape[1], block.dtype.type(0), block.dtype.type(1)
+    scale_v, s0, s1, s2, s3 = vsplat(scale), block[0], block[1], block[2], block[3]
+    x0, x1, x2, x3 = x[x_rows[0]], x[x_rows[1]], x[x_rows[2]], x[x_rows[3]]
+    b0, b1, b2, b3 = bias[bias_rows[0]], bias[bias_rows[1]], bias[bias_rows[2]], bias[bias_rows[3]]
+    m0 = m1 = m2 = m3 = vsplat(block.dtype.type(-np.inf))
+    for j in range(0, width, step):  # scores and their max
+        n = width - j
+        m0, m1 = _scores_and_max(x0, b0, s0, j, n, scale_v, m0), _scores_and_max(x1, b1, s1, j, n, scale_v, m1)
+        m2, m3 = _scores_and_max(x2, b2, s2, j, n, scale_v, m2), _scores_and_max(x3, b3, s3, j, n, scale_v, m3)
+    m0, m1, m2, m3 = _shift(m0, zero), _shift(m1, zero), _shift(m2, zero), _shift(m3, zero)
+    t0 = t1 = t2 = t3 = vsplat(zero)
+    for j in range(0, width, step):  # exp(scores - shift) and their sum
+        n = width - j
+        t0, t1 = _exp_sum(s0, j, n, m0, t0), _exp_sum(s1, j, n, m1, t1)
+        t2, t3 = _exp_sum(s2, j, n, m2, t2), _exp_sum(s3, j, n, m3, t3)
+    t0, t1, t2, t3 = hsum(t0), hsum(t1), hsum(t2), hsum(t3)
+    k0, k1, k2, k3 = _inverse(t0, zero, one), _inverse(t1, zero, one), _inverse(t2, zero, one), _inverse(t3, zero, one)
+    o0, o1, o2, o3 = out[out_rows[0]], out[out_rows[1]], out[out_rows[2]], out[out_rows[3]]
+    for j in range(0, width, step):  # weights = exp * (1 / sum)
+        n = width - j
+        vstore(o0, j, n, vload(s0, j, n, zero) * k0)
+        vstore(o1, j, n, vload(s1, j, n, zero) * k1)
+        vstore(o2, j, n, vload(s2, j, n, zero) * k2)
+        vstore(o3, j, n, vload(s3, j, n, zero) * k3)
+    return t0 != t0 or t1 != t1 or t2 != t2 or t3 != t3  # a NaN sum: the row is NaN
 
 
 # ---------------------------------------------------------------- the kernels
@@ -70,7 +103,7 @@ def _attention_kernel(q, k, v, columns, num_heads, bias, bias_strides, out, weig
     """out (B, Tq, width) and weights (B, heads, Tq, Tk) from q, k, v, whose heads start at
     columns[0], [1], [2] (one array may hold several projections). The mask: rows of 0 / -inf,
     row b*sb + h*sh + i*si of ``bias`` for (b, h, i). Scratch: k_t (D, Tk), block (4, Tk).
-    Returns True when a row came out NaN (``four_softmax_rows``)."""
+    Returns True when a row came out NaN (``_four_softmax_rows``)."""
     batch, q_len, width = out.shape
     k_len, depth = k.shape[1], width // num_heads
     q_col, k_col, v_col = columns
@@ -91,7 +124,7 @@ def _attention_kernel(q, k, v, columns, num_heads, bias, bias_strides, out, weig
                                 flat(k_t), start, k_len, flat(block), block_rows, k_len, depth)
                 m = b * sb + h * sh
                 bias_rows = (m + rows[0] * si, m + rows[1] * si, m + rows[2] * si, m + rows[3] * si)
-                any_nan |= four_softmax_rows(block, block_index, bias, bias_rows, scale, block, p, rows, False)
+                any_nan |= _four_softmax_rows(block, block_index, bias, bias_rows, scale, block, p, rows)
                 four_rows_times(flat(weights), _starts((b * num_heads + h) * q_len, rows, k_len, start), one,
                                 flat(v), b * k_len * v.shape[2] + v_col + c, v.shape[2],
                                 flat(out), _starts(b * q_len, rows, width, c), depth, k_len)
@@ -114,8 +147,12 @@ def _attention_backward_kernel(grad, q, k, v, columns, weights, num_heads, dq, d
             _transpose_head(v, b, v_col + c, v_t)
             rows_times(flat(grad), g_start + c, width, one, flat(v_t), start, k_len,
                        flat(d_s), start, k_len, q_len, k_len, depth)
-            for i in range(q_len):  # dS = P * (dP - sum(P * dP)) / sqrt(D)
-                softmax_backward_row(weights[b, h, i], d_s[i], d_s[i], scale)
+            for i in range(q_len):  # dS = P * (dP - sum(P * dP)) / sqrt(D), 0 where P is 0
+                p = weights[b, h, i]
+                if not np.isfinite(softmax_backward_row(p, d_s[i], d_s[i], scale)):
+                    for j in range(k_len):  # a NaN or inf in dP: 0 * it is NaN where P is 0
+                        if p[j] == 0:
+                            d_s[i, j] = 0
             rows_times(flat(d_s), start, k_len, one, flat(k), k_start + k_col + c, k.shape[2],  # dQ = dS K
                        flat(dq), b * q_len * dq.shape[2] + q_col + c, dq.shape[2], q_len, depth, k_len)
             rows_times(flat(d_s), start, one, k_len, flat(q), q_start + q_col + c, q.shape[2],  # dK = dSᵀ Q
@@ -124,7 +161,7 @@ def _attention_backward_kernel(grad, q, k, v, columns, weights, num_heads, dq, d
                        flat(dv), b * k_len * dv.shape[2] + v_col + c, dv.shape[2], k_len, depth, q_len)
 
 
-# ---------------------------------------------------------------- public entry points
+# ---------------------------------------------------------------- registered for the op's functions
 def _kernel_fits(arrays, num_heads, width, columns):
     first = arrays[0]
     return (first.dtype in (np.float32, np.float64) and all(a.dtype == first.dtype and a.ndim == 3 for a in arrays)
@@ -144,39 +181,46 @@ def _mask_as_bias(allowed, weights_shape, dtype):
     return np.ascontiguousarray(bias.reshape(-1, k_len), dtype=dtype), strides
 
 
-def attention(q, k, v, allowed, num_heads, width=None, columns=(0, 0, 0)):
-    """(output (B, Tq, width), weights (B, heads, Tq, Tk)) of multi-head attention.
+def _example(rng, dtype, size):
+    """Self-attention over a packed qkv (B, T, 3 * width) with a causal mask."""
+    batch, length, heads, depth = (3, 7, 2, 5) if size == "small" else (128, 19, 4, 16)
+    qkv = rng.standard_normal((batch, length, 3 * heads * depth)).astype(dtype)
+    width = heads * depth
+    return qkv, qkv, qkv, np.tril(np.ones((length, length), bool)), heads, width, (0, width, 2 * width)
 
-    q (B, Tq, *), k and v (B, Tk, *): q's heads are its columns columns[0] : columns[0] + width
-    (width: q's last dimension by default), and so on for k and v, so one array may hold
-    several projections side by side. allowed: bool, broadcastable to (B, heads, Tq, Tk)."""
-    width = q.shape[2] - columns[0] if width is None else width
-    if numpy_selected() or not _kernel_fits((q, k, v), num_heads, width, columns):
-        return attention_numpy(*(x[..., c:c + width] for x, c in zip((q, k, v), columns)), allowed, num_heads)
+
+def _backward_example(rng, dtype, size):
+    q, k, v, allowed, heads, width, columns = _example(rng, dtype, size)
+    _, weights = op.attention.numpy(q, k, v, allowed, heads, width, columns)
+    grad = rng.standard_normal((q.shape[0], q.shape[1], width)).astype(dtype)
+    return grad, q, k, v, weights, heads, columns
+
+
+@kernel_for(op.attention, fits=lambda q, k, v, allowed, heads, width, columns: _kernel_fits((q, k, v), heads, width, columns),
+            example=_example, stage="forward", compiled=[_attention_kernel])
+def attention(q, k, v, allowed, num_heads, width, columns):
     batch, q_len, k_len = q.shape[0], q.shape[1], k.shape[1]
     out, weights = np.empty((batch, q_len, width), q.dtype), np.empty((batch, num_heads, q_len, k_len), q.dtype)
     bias, strides = _mask_as_bias(allowed, weights.shape, q.dtype)
     scratch = np.empty((width // num_heads, k_len), q.dtype), np.empty((4, k_len), q.dtype)
     if _attention_kernel(q, k, v, np.asarray(columns, np.int64), num_heads, bias, strides, out, weights, *scratch):
-        with use_backend("numpy"):  # a NaN or +inf masked score (rare): the exact np.where of the twin
-            return attention(q, k, v, allowed, num_heads, width, columns)
+        # a NaN or +inf masked score (rare): the exact np.where of the numpy definition
+        return op.attention.numpy(q, k, v, allowed, num_heads, width, columns)
     return out, weights
 
 
-def attention_backward(grad, q, k, v, weights, num_heads, dq, dk, dv, columns=(0, 0, 0)):
-    """Writes dq, dk and dv from the output gradient and the forward's weights, each at the
-    columns its input came from (see ``attention``); one array if their columns do not overlap."""
+def _backward_fits(grad, q, k, v, weights, num_heads, columns):
+    return (grad.dtype == q.dtype and grad.flags.c_contiguous and weights.dtype == q.dtype
+            and _kernel_fits((q, k, v), num_heads, grad.shape[2], columns))
+
+
+@kernel_for(op.attention_backward, fits=_backward_fits, example=_backward_example, stage="training",
+            compiled=[_attention_backward_kernel])
+def attention_backward(grad, q, k, v, weights, num_heads, columns):
     width = grad.shape[2]
-    outputs = ((dq, columns[0]), (dk, columns[1]), (dv, columns[2]))
-    if any(x is y and abs(a - b) < width for i, (x, a) in enumerate(outputs) for y, b in outputs[i + 1:]):
-        raise ValueError(f"attention_backward: dq, dk and dv overlap (one array, columns {tuple(columns)}, "
-                         f"width {width}); give each gradient its own array or columns")
-    if numpy_selected() or grad.dtype != q.dtype or not grad.flags.c_contiguous \
-            or not _kernel_fits((q, k, v, dq, dk, dv), num_heads, width, columns * 2):
-        parts = (x[..., c:c + width] for x, c in zip((q, k, v), columns))
-        for (d, c), value in zip(outputs, attention_backward_numpy(grad, *parts, weights, num_heads)):
-            d[..., c:c + width] = value
-        return
+    covered = all(sum(width for y in (q, k, v) if y is x) == x.shape[2] for x in (q, k, v))
+    dq, dk, dv = op.gradient_arrays((q, k, v), columns, width, np.empty if covered else np.zeros)
     depth, q_len, k_len = width // num_heads, q.shape[1], k.shape[1]
     _attention_backward_kernel(grad, q, k, v, np.asarray(columns, np.int64), np.ascontiguousarray(weights),
                                num_heads, dq, dk, dv, np.empty((depth, k_len), q.dtype), np.empty((q_len, k_len), q.dtype))
+    return dq, dk, dv

@@ -1,5 +1,5 @@
-"""The backend switch: the Numba kernels ("numba", the default) or their plain numpy twins
-("numpy"), from ``set_backend``, ``use_backend`` or the environment variable ``MINIGRAD_KERNELS``.
+"""The backend switch: the registered Numba kernels ("numba", the default) or the ops' plain
+numpy functions ("numpy"), from ``set_backend``, ``use_backend`` or ``MINIGRAD_KERNELS``.
 """
 import contextlib
 import os
@@ -17,7 +17,7 @@ _backend = _checked_backend(os.environ.get("MINIGRAD_KERNELS", "numba"))
 
 
 def set_backend(name):
-    """Use the Numba kernels ("numba") or the plain numpy twins ("numpy")."""
+    """Use the Numba kernels ("numba") or the ops' plain numpy functions ("numpy")."""
     global _backend
     _backend = _checked_backend(name)
 
@@ -27,7 +27,7 @@ def get_backend():
 
 
 def numpy_selected():
-    """True when the plain numpy twins are selected (every public kernel wrapper asks)."""
+    """True when the ops' numpy functions are selected (``registry.py`` asks this once per call)."""
     return _backend == "numpy"
 
 

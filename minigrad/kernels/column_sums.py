@@ -1,16 +1,17 @@
-"""Column sums of a 2-D array (a bias gradient: the output gradient summed over all positions)."""
+"""Column sums of a 2-D array (``ops/nn_ops.py``'s ``column_sums``: a bias gradient) as one BLAS product."""
 import numpy as np
 
-from .backend import numpy_selected
+from ..ops import nn_ops as op
+from .registry import kernel_for
 
 
-def column_sums_numpy(rows):
-    return rows.sum(axis=0)
+def _example(rng, dtype, size):
+    return (rng.standard_normal((37, 5) if size == "small" else (128 * 19, 256)).astype(dtype),)
 
 
+@kernel_for(op.column_sums, fits=lambda rows: rows.ndim == 2 and rows.dtype in (np.float32, np.float64),
+            example=_example, stage="training")
 def column_sums(rows):
-    """rows.sum(axis=0) for a 2-D float array, as one BLAS product ``ones @ rows``: numpy's
-    sum over the first axis of a (2432, 64..256) float32 gradient was measured 2-5x slower."""
-    if numpy_selected() or rows.dtype not in (np.float32, np.float64):
-        return column_sums_numpy(rows)
+    """``ones @ rows``: numpy's sum over the first axis of a (2432, 64..256) float32 gradient was
+    measured 2-5x slower."""
     return np.ones(rows.shape[0], dtype=rows.dtype) @ rows

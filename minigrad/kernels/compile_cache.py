@@ -1,9 +1,9 @@
 """Is Numba's on-disk cache warm for the kernels the model uses? And filling it, two at a time.
 
 ``cache_is_cold()`` asks each kernel's cache index for code Numba would load here, so a command
-says "compiling kernels" only when it will. ``compile_training_kernels()`` compiles the forward
-kernels (the fused attention's is the largest) while a child process writes the cache for the
-rest: Numba compiles one function at a time per process. Numba checks only a kernel's own file before
+says "compiling kernels" only when it will. ``compile_training_kernels()`` compiles the registered
+kernels of stage "forward" (the fused attention's is the largest) while a child process writes
+the cache for those of stage "training": Numba compiles one function at a time per process. Numba checks only a kernel's own file before
 loading its cached code, and every kernel inlines ``simd.py``: so the cache folder records a
 hash of this package's files, and the cache indexes are dropped at import when it differs.
 """
@@ -16,15 +16,18 @@ import sys
 import numba
 import numpy as np
 
-from . import adam_kernel, attention_kernels, layer_norm_kernels, relu_kernels, softmax_kernels
+from .jit import jit
+from .registry import registered
 
-# What one forward pass of the model calls (translation, evaluation) ...
-FORWARD_KERNELS = (attention_kernels._attention_kernel, layer_norm_kernels._layer_norm_kernel,
-                   relu_kernels._relu_kernel)
-# ... and what a training step adds (cross-entropy's log-softmax, the backwards, Adam).
-TRAINING_KERNELS = FORWARD_KERNELS + (softmax_kernels._softmax_kernel, attention_kernels._attention_backward_kernel,
-                                      layer_norm_kernels._layer_norm_backward_kernel,
-                                      relu_kernels._relu_backward_kernel, adam_kernel._adam_kernel)
+
+def compiled_functions(training=True):
+    """The Numba functions of the registered kernels a forward pass (``training=False``) or a
+    default training step runs, each once."""
+    stages = ("forward", "training") if training else ("forward",)
+    found = []
+    for kernel in registered():
+        found += [f for f in kernel.compiled if kernel.stage in stages and f not in found]
+    return found
 
 
 def _disk_cache(dispatcher):
@@ -54,40 +57,31 @@ def cache_is_cold(training=True, dtype=np.float32):
     if numba.config.DISABLE_JIT:  # NUMBA_DISABLE_JIT=1: the kernels run as Python, nothing compiles
         return False
     try:
-        return not all(_has_code_for(d, dtype) for d in (TRAINING_KERNELS if training else FORWARD_KERNELS))
+        return not all(_has_code_for(d, dtype) for d in compiled_functions(training))
     except (AttributeError, KeyError, OSError, TypeError, ValueError):  # Numba's internals moved: can't tell
         return True
 
 
-def _compile_the_rest(dtype):
-    """One small call of every training kernel but the forward ones, with the argument types a model passes."""
-    x = np.zeros((1, 2, 8), dtype)
-    out, weights = attention_kernels.attention_numpy(x, x, x, True, 2)
-    attention_kernels.attention_backward(out, x, x, x, weights, 2, x.copy(), x.copy(), x.copy())
-    rows, vector = x.reshape(2, 8), np.ones(8, dtype)
-    _, mean, rstd = layer_norm_kernels.layer_norm_numpy(rows, vector, vector, 1e-5)
-    layer_norm_kernels.layer_norm_backward(rows, rows, vector, mean, rstd)
-    softmax_kernels.log_softmax(rows)
-    relu_kernels.relu_backward(relu_kernels.relu_numpy(rows), rows)
-    adam_kernel.adam_update_all([vector.copy()], [vector], [vector.copy()], [vector.copy()], 0.9, 0.98, 1e-3, 1e-9)
+def warm_up(stage, dtype):
+    """Compile (or load) the registered kernels of one stage for dtype, one small call each."""
+    for kernel in registered():
+        if kernel.stage == stage:
+            kernel.warm_up(dtype)
 
 
 def compile_training_kernels(dtype=np.float32):
     """Compile what a training step runs: the forward kernels here, the rest in a child process
     that writes Numba's cache (if it fails, each kernel compiles on its first call)."""
-    if _disk_cache(attention_kernels._attention_kernel) is None:
+    if not any(_disk_cache(f) for f in compiled_functions()):
         return
     package_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     path = os.pathsep.join(p for p in (package_parent, os.environ.get("PYTHONPATH")) if p)
     child = subprocess.Popen(
-        [sys.executable, "-c", f"from minigrad.kernels import compile_cache as c; c._compile_the_rest('{np.dtype(dtype)}')"],
+        [sys.executable, "-c", f"import minigrad.kernels.compile_cache as c; c.warm_up('training', '{np.dtype(dtype)}')"],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         env={**os.environ, "PYTHONPATH": path})
     try:
-        x, vector = np.zeros((1, 2, 8), dtype), np.ones(8, dtype)  # the argument types a model passes
-        attention_kernels.attention(x, x, x, np.ones((1, 1, 2, 2), bool), 2)
-        layer_norm_kernels.layer_norm(x, vector, vector, 1e-5)
-        relu_kernels.relu(x)
+        warm_up("forward", dtype)
         child.wait()
     finally:
         if child.poll() is None:  # interrupted: stop the child too
@@ -95,10 +89,16 @@ def compile_training_kernels(dtype=np.float32):
             child.wait()
 
 
+@jit()
+def _probe():
+    """A function of this package's cache folder, to find that folder."""
+    return 0
+
+
 def _drop_cache_of_other_sources():
     """Drop the kernels' cache indexes (``*.nbi``, one cache folder for this package) when they
     were written for other sources: Numba then compiles on first calls and writes new ones."""
-    cache = _disk_cache(softmax_kernels._softmax_kernel)
+    cache = _disk_cache(_probe)
     if cache is None:
         return
     digest = hashlib.sha256()

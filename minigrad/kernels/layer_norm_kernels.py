@@ -1,29 +1,12 @@
-"""Layer norm over the last axis, forward and backward, one pass per row (math: ``ops/nn_ops.py``)."""
+"""Layer norm over the last axis, forward and backward, one pass per row: kernels for
+``ops/nn_ops.py``'s ``layer_norm`` and ``layer_norm_backward`` (the math is there)."""
 import numpy as np
 
-from .backend import numpy_selected
+from ..ops import nn_ops as op
 from .jit import jit
-from .rows import as_rows, kernel_fits
+from .registry import kernel_for
+from .rows import as_rows, float_arrays
 from .simd import hsum, lanes, vfma, vload, vsplat, vstore
-
-
-def layer_norm_numpy(x, weight, bias, eps):
-    """y = (x - mean) * rstd * weight + bias, rstd = 1/sqrt(var + eps); returns (y, mean, rstd)."""
-    eps = x.dtype.type(eps)
-    mean = np.mean(x, axis=-1)
-    centered = x - mean[..., None]
-    rstd = 1 / np.sqrt(np.mean(centered * centered, axis=-1) + eps)
-    return centered * rstd[..., None] * weight + bias, mean, rstd
-
-
-def layer_norm_backward_numpy(grad, x, weight, mean, rstd):
-    """(dx, dweight, dbias) for layer_norm_numpy."""
-    x_hat = (x - mean[..., None]) * rstd[..., None]
-    g = grad * weight
-    dx = rstd[..., None] * (g - np.mean(g, axis=-1, keepdims=True)
-                            - x_hat * np.mean(g * x_hat, axis=-1, keepdims=True))
-    leading = tuple(range(x.ndim - 1))
-    return dx, np.sum(grad * x_hat, axis=leading), np.sum(grad, axis=leading)
 
 
 @jit()
@@ -77,23 +60,39 @@ def _layer_norm_backward_kernel(grad, x, weight, mean, rstd, dx, dweight, dbias)
             vstore(dx_row, j, n, (gw - g_mean - x_hat * g_xhat_mean) * s)
 
 
+def _fits(x, weight, bias, eps):
+    return (float_arrays(x) and float_arrays(weight, bias) and weight.dtype == x.dtype
+            and weight.shape == x.shape[-1:])
+
+
+def _backward_fits(grad, x, weight, mean, rstd):
+    return (float_arrays(grad, x) and float_arrays(mean, rstd) and weight.dtype == x.dtype
+            and weight.shape == x.shape[-1:] and mean.dtype == x.dtype and mean.shape == x.shape[:-1])
+
+
+def _example(rng, dtype, size):
+    shape = (3, 5, 13) if size == "small" else (128, 19, 64)
+    x, weight, bias = (rng.standard_normal(s).astype(dtype) for s in (shape, shape[-1:], shape[-1:]))
+    return x, weight, bias, 1e-5
+
+
+def _backward_example(rng, dtype, size):
+    x, weight, bias, eps = _example(rng, dtype, size)
+    _, mean, rstd = op.layer_norm.numpy(x, weight, bias, eps)
+    return rng.standard_normal(x.shape).astype(dtype), x, weight, mean, rstd
+
+
+@kernel_for(op.layer_norm, fits=_fits, example=_example, stage="forward", compiled=[_layer_norm_kernel])
 def layer_norm(x, weight, bias, eps):
-    """Layer norm over the last axis; returns (y, mean, rstd), mean/rstd shaped x.shape[:-1]."""
-    if (numpy_selected() or not kernel_fits(x) or not kernel_fits(weight, bias)
-            or weight.dtype != x.dtype or weight.shape != x.shape[-1:]):
-        return layer_norm_numpy(x, weight, bias, eps)
     rows = as_rows(x)
     y, mean, rstd = np.empty(rows.shape, x.dtype), np.empty(len(rows), x.dtype), np.empty(len(rows), x.dtype)
     _layer_norm_kernel(rows, np.ascontiguousarray(weight), np.ascontiguousarray(bias), x.dtype.type(eps), y, mean, rstd)
     return y.reshape(x.shape), mean.reshape(x.shape[:-1]), rstd.reshape(x.shape[:-1])
 
 
+@kernel_for(op.layer_norm_backward, fits=_backward_fits, example=_backward_example, stage="training",
+            compiled=[_layer_norm_backward_kernel])
 def layer_norm_backward(grad, x, weight, mean, rstd):
-    """(dx, dweight, dbias) of layer_norm, from its saved mean and rstd."""
-    if (numpy_selected() or not kernel_fits(grad, x) or not kernel_fits(mean, rstd)
-            or weight.dtype != x.dtype or weight.shape != x.shape[-1:]
-            or mean.dtype != x.dtype or mean.shape != x.shape[:-1]):
-        return layer_norm_backward_numpy(grad, x, weight, mean, rstd)
     rows = as_rows(x)
     dx, dweight, dbias = np.empty(rows.shape, x.dtype), np.empty(x.shape[-1], x.dtype), np.empty(x.shape[-1], x.dtype)
     _layer_norm_backward_kernel(as_rows(grad), rows, np.ascontiguousarray(weight),

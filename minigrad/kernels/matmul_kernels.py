@@ -1,6 +1,7 @@
 """Batched matrix product: a Numba kernel for batches of small matrices, BLAS for the rest.
 
-``matmul(a, b)`` is ``a @ b`` with numpy's broadcasting. Attention run op by op multiplies
+``matmul(a, b)``, registered for ``ops/matmul.py``'s ``matmul_arrays``, is ``a @ b`` with
+numpy's broadcasting. Attention run op by op multiplies
 hundreds of tiny matrices per call (128 sentences x 4 heads, 12-19 positions, 16 features),
 where ``np.matmul`` calls BLAS once per matrix; the kernel does the batch in one call,
 reading the strided head views in place. ``matmul_loops`` is the kernel as plain loops.
@@ -10,14 +11,10 @@ import math
 
 import numpy as np
 
-from .backend import numpy_selected
+from ..ops.matmul import matmul_arrays
 from .jit import jit
+from .registry import kernel_for
 from .simd import flat, lanes, vbroadcast, vfma, vload, vsplat, vstore
-
-
-def matmul_numpy(a, b):
-    """The twin: ``np.matmul`` (BLAS)."""
-    return np.matmul(a, b)
 
 
 # The kernel sees each operand as a flat array over its memory, where each matrix starts
@@ -118,10 +115,18 @@ def _item_offsets(batch_shape, batch_strides, out_batch):
     return np.broadcast_to(offsets, out_batch).flatten()
 
 
+def _example(rng, dtype, size):
+    """A batch of small matrices (the Numba kernel's case; 32 columns are whole tiles at any
+    vector width), or op-by-op attention's P @ V at the model's shapes."""
+    batch, length, columns = (64, 12, 32) if size == "small" else (128 * 4, 19, 16)
+    return (rng.random((batch, length, length)).astype(dtype),
+            rng.standard_normal((batch, length, columns)).astype(dtype))
+
+
+@kernel_for(matmul_arrays, fits=lambda a, b: a.ndim >= 2 and b.ndim >= 2, example=_example,
+            compiled=[_matmul_kernel])
 def matmul(a, b):
     """``a @ b`` for arrays with ndim >= 2 (batch dims broadcast like np.matmul)."""
-    if numpy_selected():
-        return matmul_numpy(a, b)
     if not _use_numba_matmul(a, b):
         if b.ndim == 2 and a.ndim > 2 and a.dtype == b.dtype and a.shape[-1] == b.shape[0]:
             # one shared weight: fold the batch into the rows, one BLAS call
@@ -131,9 +136,10 @@ def matmul(a, b):
     return _matmul_batched(a, b)
 
 
-def _matmul_batched(a, b, kernel=_matmul_kernel):
-    """``a @ b`` by ``kernel`` (``matmul_loops`` in the tests) into a fresh C-contiguous array
-    (operands without empty dimensions)."""
+def _matmul_batched(a, b, kernel=None):
+    """``a @ b`` by ``kernel`` (the Numba kernel; ``matmul_loops`` in the tests) into a fresh
+    C-contiguous array (operands without empty dimensions)."""
+    kernel = _matmul_kernel if kernel is None else kernel
     if b.strides[-1] != b.itemsize:
         b = np.ascontiguousarray(b)  # the kernel reads rows of B
     (M, K), N = a.shape[-2:], b.shape[-1]

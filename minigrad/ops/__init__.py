@@ -1,5 +1,9 @@
 """Every differentiable op, one small class each (forward, backward and tangent rule together).
 
+An op's math is plain numpy in its file; the functions a registered kernel may replace
+are marked ``@accelerated`` (``kernels/registry.py``). A fused op has a ``composition``:
+the same op from public ops, taking ``forward``'s arguments as Tensors.
+
     arithmetic.py  Add Sub Mul Div Neg Pow ScalarBasePow
     elementwise.py Exp Log Sqrt Tanh Sigmoid Abs Clamp ReLU GELU Cast
     reduce.py      Sum Mean Max Min, argmax (no gradient)

@@ -1,11 +1,12 @@
 """Multi-head scaled dot-product attention as one op (the fused fast path).
 
 The same computation written as separate ops (split heads, Q Kᵀ, / sqrt(d),
-masked_fill, softmax, @ V, merge heads) is ``transformer.attention``'s
-``scaled_dot_product_attention``: read that one to learn attention, and draw it
-with ``viz``. These ops give the same values and gradients (tested) with one
-graph node and one pass over memory each way; the arithmetic is in
-``kernels/attention_kernels.py``.
+masked_fill, softmax, @ V, merge heads) is each op's ``composition`` below, and
+``transformer.attention``'s ``scaled_dot_product_attention``: read those to learn
+attention, and draw them with ``viz``. These ops give the same values and
+gradients (tested) with one graph node and one pass over memory each way;
+``kernels/attention_kernels.py`` registers kernels for ``attention`` and
+``attention_backward``.
 
 Two ops with fixed inputs, one gradient per input, as nanoGPT packs its projections:
   SelfAttentionCore(qkv)     qkv = x @ W_qkv: Q, K, V side by side   (B, T, 3*width)
@@ -13,16 +14,81 @@ Two ops with fixed inputs, one gradient per input, as nanoGPT packs its projecti
 Per head h (columns h*d : (h+1)*d of Q, K and V, d = width / heads):
   S = Q_h K_hᵀ / sqrt(d),  S[~allowed] = -inf,  P = softmax(S),  O_h = P V_h
 backward, from the output gradient G:
-  dP = G_h V_hᵀ,  dS = P * (dP - rowsum(P * dP)) / sqrt(d),
+  dP = G_h V_hᵀ,  dS = P * (dP - rowsum(P * dP)) / sqrt(d)  (0 where P is 0),
   dQ_h = dS K_h,  dK_h = dSᵀ Q_h,  dV_h = Pᵀ G_h
 ``allowed``: bool, broadcastable to (B, heads, Tq, Tk), True = may attend. The
 weights P (B, heads, Tq, Tk) are handed to ``weights_out``: for inspection, they
-carry no gradient.
+carry no gradient. A query row with no allowed key gets zero weights and a zero output.
+
+NaN: dS is 0 where P is 0 (a key the mask hides), even when the output gradient of
+that query is NaN, so a NaN gradient of one query does not reach the gradients of
+keys it cannot see: the op-by-op path gives the same (masked_fill's gradient is 0
+there), as PyTorch does. dV = Pᵀ G is a plain product, as op by op: 0 * NaN is NaN.
 """
+import math
+
 import numpy as np
 
-from .. import kernels
 from ..function import Function
+from ..kernels.registry import accelerated
+from .softmax import softmax
+
+
+def split_heads(x, num_heads):
+    """(B, T, heads * D) -> (B, heads, T, D); arrays and Tensors alike."""
+    batch, length, width = x.shape
+    return x.reshape(batch, length, num_heads, width // num_heads).transpose(0, 2, 1, 3)
+
+
+def merge_heads(x):
+    """(B, heads, T, D) -> (B, T, heads * D)."""
+    batch, heads, length, depth = x.shape
+    return x.transpose(0, 2, 1, 3).reshape(batch, length, heads * depth)
+
+
+@accelerated
+def attention(q, k, v, allowed, num_heads, width, columns):
+    """(output (B, Tq, width), weights P (B, heads, Tq, Tk)) of multi-head attention.
+
+    q (B, Tq, *), k and v (B, Tk, *): Q is q's columns columns[0] : columns[0] + width, and
+    so on for K and V, so one array may hold several projections side by side."""
+    q_h, k_h, v_h = (split_heads(x[..., c:c + width], num_heads) for x, c in zip((q, k, v), columns))
+    scale = q.dtype.type(1 / math.sqrt(q_h.shape[-1]))
+    scores = np.where(allowed, (q_h @ k_h.swapaxes(-1, -2)) * scale, q.dtype.type(-np.inf))
+    weights = softmax.numpy(scores)
+    return merge_heads(weights @ v_h), weights
+
+
+def gradient_arrays(inputs, columns, width, allocate):
+    """One gradient array per distinct input array (q, k and v may be one array): allocated by
+    ``allocate`` (np.empty or np.zeros); an error if two inputs' columns in one array overlap."""
+    for i in range(3):
+        for j in range(i + 1, 3):
+            if inputs[i] is inputs[j] and abs(columns[i] - columns[j]) < width:
+                raise ValueError(f"attention_backward: q, k and v overlap (one array, columns {tuple(columns)}, "
+                                 f"width {width}); give each its own array or columns")
+    grads = {}
+    for x in inputs:
+        grads.setdefault(id(x), allocate(x.shape, x.dtype))
+    return tuple(grads[id(x)] for x in inputs)
+
+
+@accelerated
+def attention_backward(grad, q, k, v, weights, num_heads, columns):
+    """(dq, dk, dv), each shaped like its input with the gradient at the columns it was read
+    from (zeros elsewhere; inputs that are one array share one gradient array)."""
+    width = grad.shape[2]
+    grads = gradient_arrays((q, k, v), columns, width, np.zeros)
+    q_h, k_h, v_h = (split_heads(x[..., c:c + width], num_heads) for x, c in zip((q, k, v), columns))
+    g_h = split_heads(grad, num_heads)
+    scale = q.dtype.type(1 / math.sqrt(q_h.shape[-1]))
+    d_weights = g_h @ v_h.swapaxes(-1, -2)
+    d_scores = weights * (d_weights - np.sum(weights * d_weights, axis=-1, keepdims=True)) * scale
+    d_scores = np.where(weights == 0, q.dtype.type(0), d_scores)  # hidden keys: no gradient, even from NaN
+    parts = (d_scores @ k_h, d_scores.swapaxes(-1, -2) @ q_h, weights.swapaxes(-1, -2) @ g_h)
+    for d, c, part in zip(grads, columns, parts):
+        d[..., c:c + width] = merge_heads(part)
+    return grads
 
 
 def _check_heads(width, num_heads):
@@ -30,30 +96,54 @@ def _check_heads(width, num_heads):
         raise ValueError(f"attention: width {width} is not divisible by num_heads {num_heads}")
 
 
-class SelfAttentionCore(Function):
+def attention_composition(q, k, v, num_heads, allowed, weights_out=None):
+    """softmax(Q Kᵀ / sqrt(d), hidden keys -inf) V per head, from public ops on Tensors (B, T, width);
+    the weights go to weights_out (if given) as an array."""
+    q_h, k_h, v_h = (split_heads(x, num_heads) for x in (q, k, v))
+    scores = (q_h @ k_h.swapaxes(-1, -2)) * (1 / math.sqrt(q_h.shape[-1]))
+    weights = scores.masked_fill(~np.broadcast_to(allowed, scores.shape), -np.inf).softmax(-1)
+    if weights_out is not None:
+        weights_out.append(weights.data)
+    return merge_heads(weights @ v_h)
+
+
+class _AttentionCore(Function):
+    """What both ops share: the inputs' arrays (Q, K and V at ``columns`` of them), one call each way."""
+
+    def attend(self, arrays, columns, width, num_heads, allowed, weights_out):
+        _check_heads(width, num_heads)
+        self.arrays = tuple(np.ascontiguousarray(a) for a in arrays)
+        self.inputs_of_qkv = tuple(self.arrays[0 if len(arrays) == 1 or i == 0 else 1] for i in range(3))
+        self.columns, self.num_heads = columns, num_heads
+        out, self.weights = attention(*self.inputs_of_qkv, allowed, num_heads, width, columns)
+        weights_out.append(self.weights)
+        return out
+
+    def backward(self, grad):
+        grads = attention_backward(np.ascontiguousarray(grad), *self.inputs_of_qkv, self.weights, self.num_heads,
+                                   self.columns)
+        return grads[0] if len(self.arrays) == 1 else grads[:2]   # one per input: d(qkv), or d(q), d(kv)
+
+
+class SelfAttentionCore(_AttentionCore):
     """Heads merged (B, T, width) from qkv (B, T, 3*width) = [Q | K | V]."""
 
     def forward(self, qkv, num_heads, allowed, weights_out):
         if qkv.ndim != 3 or qkv.shape[2] % 3:
             raise ValueError(f"self-attention: qkv must be (batch, length, 3 * width), Q, K and V side by "
                              f"side, got shape {qkv.shape}")
+        width = qkv.shape[2] // 3                      # Q, K and V start at columns 0, width, 2 * width
+        return self.attend((qkv,), (0, width, 2 * width), width, num_heads, allowed, weights_out)
+
+    @staticmethod
+    def composition(qkv, num_heads, allowed, weights_out=None):
+        """The same op from public ops: split qkv into Q, K and V, then ``attention_composition``."""
         width = qkv.shape[2] // 3
-        _check_heads(width, num_heads)
-        self.qkv, self.num_heads = np.ascontiguousarray(qkv), num_heads
-        self.columns = (0, width, 2 * width)           # where Q, K and V start in qkv
-        out, self.weights = kernels.attention(self.qkv, self.qkv, self.qkv, allowed, num_heads, width,
-                                              self.columns)
-        weights_out.append(self.weights)
-        return out
-
-    def backward(self, grad):
-        d_qkv = np.empty_like(self.qkv)                # [dQ | dK | dV]: disjoint columns, each written whole
-        kernels.attention_backward(np.ascontiguousarray(grad), self.qkv, self.qkv, self.qkv, self.weights,
-                                   self.num_heads, d_qkv, d_qkv, d_qkv, self.columns)
-        return d_qkv
+        return attention_composition(qkv[..., :width], qkv[..., width:2 * width], qkv[..., 2 * width:],
+                                     num_heads, allowed, weights_out)
 
 
-class CrossAttentionCore(Function):
+class CrossAttentionCore(_AttentionCore):
     """Heads merged (B, Tq, width) from q (B, Tq, width) and kv (B, Tk, 2*width) = [K | V]."""
 
     def forward(self, q, kv, num_heads, allowed, weights_out):
@@ -61,15 +151,14 @@ class CrossAttentionCore(Function):
         if q.ndim != 3 or kv.ndim != 3 or kv.shape[0] != q.shape[0] or kv.shape[2] != 2 * width:
             raise ValueError(f"cross-attention: q {q.shape} and kv {kv.shape} do not fit: need q "
                              f"(batch, Tq, width) and kv (batch, Tk, 2 * width), K and V side by side")
-        _check_heads(width, num_heads)
-        self.q, self.kv, self.num_heads = np.ascontiguousarray(q), np.ascontiguousarray(kv), num_heads
-        self.columns = (0, 0, width)                   # Q at 0 of q; K at 0, V at width of kv
-        out, self.weights = kernels.attention(self.q, self.kv, self.kv, allowed, num_heads, width, self.columns)
-        weights_out.append(self.weights)
-        return out
+        # Q at column 0 of q; K at 0 and V at width of kv
+        return self.attend((q, kv), (0, 0, width), width, num_heads, allowed, weights_out)
 
-    def backward(self, grad):
-        d_q, d_kv = np.empty_like(self.q), np.empty_like(self.kv)   # [dK | dV]: disjoint columns, each written whole
-        kernels.attention_backward(np.ascontiguousarray(grad), self.q, self.kv, self.kv, self.weights,
-                                   self.num_heads, d_q, d_kv, d_kv, self.columns)
-        return d_q, d_kv
+    @staticmethod
+    def composition(q, kv, num_heads, allowed, weights_out=None):
+        """The same op from public ops: split kv into K and V, then ``attention_composition``."""
+        width = q.shape[-1]
+        return attention_composition(q, kv[..., :width], kv[..., width:], num_heads, allowed, weights_out)
+
+
+from ..kernels import attention_kernels  # noqa: E402,F401  (registers the kernels of the functions above)

@@ -7,8 +7,8 @@ it runs on numpy arrays and on Tensors alike (``differentiable_backward``, see
 same product as the backward (v J): ``_Elementwise.jvp`` is the backward."""
 import numpy as np
 
-from .. import kernels
 from ..function import Function
+from ..kernels.registry import accelerated
 from . import xp
 
 
@@ -112,13 +112,29 @@ def _bound(value, dtype, which):
     return value.astype(dtype) if dtype.kind == "f" else value
 
 
+@accelerated
+def relu(x):
+    """max(x, 0); relu(NaN) is NaN (PyTorch's threshold: x <= 0 ? 0 : x)."""
+    return np.where(x <= 0, x.dtype.type(0), x)
+
+
+@accelerated
+def relu_backward(out, grad):
+    """0 where the output is <= 0, else grad: PyTorch's threshold_backward(grad, out, 0). So a NaN
+    output (from a NaN input) passes its gradient, as in PyTorch, and a NaN gradient where the
+    output is 0 gives 0."""
+    return np.where(out <= 0, grad.dtype.type(0), grad)
+
+
 class ReLU(Function):
+    """max(x, 0); its gradient passes where the output is not <= 0 (NaN included, as PyTorch)."""
+
     def forward(self, a):
-        self.out = kernels.relu(a)          # max(a, 0)
+        self.out = relu(a)
         return self.out
 
     def backward(self, grad):
-        return kernels.relu_backward(self.out, grad)   # grad where out > 0
+        return relu_backward(self.out, grad)
 
 
 class GELU(Function):
@@ -158,3 +174,6 @@ class Cast(Function):
 
     def jvp(self, tangent):
         return tangent.astype(self.dtype)
+
+
+from ..kernels import relu_kernels  # noqa: E402,F401  (registers kernels for relu and its backward)

@@ -1,12 +1,20 @@
 """Matrix product, 2-D and batched with broadcast batch dimensions.
 
-The arithmetic goes through ``kernels.matmul``, which picks the Numba kernel
-or BLAS (via ``np.matmul``) by shape; that choice lives in one place, in
-``minigrad/kernels/``.
+The arithmetic is ``matmul_arrays``, numpy's ``np.matmul`` (BLAS);
+``kernels/matmul_kernels.py`` registers a version that picks, by shape, a Numba
+kernel for batches of small matrices or one BLAS call over folded rows.
 """
-from .. import kernels
+import numpy as np
+
 from ..function import Function
+from ..kernels.registry import accelerated
 from .checks import broadcast_shape
+
+
+@accelerated
+def matmul_arrays(a, b):
+    """a @ b for arrays with ndim >= 2 (batch dimensions broadcast): ``np.matmul``."""
+    return np.matmul(a, b)
 
 
 class MatMul(Function):
@@ -18,25 +26,25 @@ class MatMul(Function):
                              f"({b.shape[-2]})")
         broadcast_shape(f"matmul of {a.shape} and {b.shape} (batch dimensions)", a.shape[:-2], b.shape[:-2])
         self.a, self.b = a, b
-        return kernels.matmul(a, b)
+        return matmul_arrays(a, b)
 
     def backward(self, grad):
         a, b = self.a, self.b
         need_a, need_b = self.needs_input_grad
-        grad_a = kernels.matmul(grad, b.swapaxes(-1, -2)) if need_a else None  # dA = g @ B^T
+        grad_a = matmul_arrays(grad, b.swapaxes(-1, -2)) if need_a else None  # dA = g @ B^T
         grad_b = None
         if need_b:
             if b.ndim == 2 and a.ndim > 2:
                 grad_b = shared_weight_grad(a, grad)
             else:
-                grad_b = kernels.matmul(a.swapaxes(-1, -2), grad)  # dB = A^T @ g; the engine sums broadcast batch dims
+                grad_b = matmul_arrays(a.swapaxes(-1, -2), grad)  # dB = A^T @ g; the engine sums broadcast batch dims
         return grad_a, grad_b
 
 
 def shared_weight_grad(x, grad):
     """Gradient of W in x @ W for x (..., in), W (in, out): fold the batch into the
     rows so one BLAS call does the sum over every row."""
-    return kernels.matmul(x.reshape(-1, x.shape[-1]).T, grad.reshape(-1, grad.shape[-1]))
+    return matmul_arrays(x.reshape(-1, x.shape[-1]).T, grad.reshape(-1, grad.shape[-1]))
 
 
 def matmul(a, b):
@@ -56,3 +64,6 @@ def matmul(a, b):
         out = matmul(a, b.reshape(-1, 1))
         return out.reshape(out.shape[:-1])
     return MatMul.apply(a, b)
+
+
+from ..kernels import matmul_kernels  # noqa: E402,F401  (registers a kernel for matmul_arrays)

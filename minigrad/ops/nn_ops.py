@@ -1,13 +1,24 @@
-"""Fused neural-network ops: layer norm, dropout and cross-entropy.
+"""Fused neural-network ops: linear, layer norm, dropout and cross-entropy.
 
 Each could be written from smaller ops; fusing them gives one node in the
-graph, one pass over memory and a simple, exact backward.
+graph, one pass over memory and a simple, exact backward. Each fused op's
+``composition`` is that same function written with public minigrad ops (taking
+the arguments of ``forward``, as Tensors): the tests check values and gradients
+against it, and higher-order derivatives go through it.
 """
 import numpy as np
 
-from .. import kernels
 from ..function import Function
-from .matmul import shared_weight_grad
+from ..kernels.registry import accelerated
+from .checks import unwrap
+from .matmul import matmul_arrays, shared_weight_grad
+from .softmax import log_softmax
+
+
+@accelerated
+def column_sums(rows):
+    """rows.sum(axis=0) of a 2-D array: a bias gradient, the output gradient summed over positions."""
+    return rows.sum(axis=0)
 
 
 class Linear(Function):
@@ -22,16 +33,45 @@ class Linear(Function):
             raise ValueError(f"linear: input {x.shape}, weight {weight.shape} and bias {bias.shape} do not fit "
                              "(need x (..., in), weight (in, out), bias (out,))")
         self.x, self.weight = x, weight
-        y = kernels.matmul(x, weight)                                 # y = x @ W + b
+        y = matmul_arrays(x, weight)                                  # y = x @ W + b
         y += bias
         return y
 
     def backward(self, grad):
         need_x, need_weight, need_bias = self.needs_input_grad
         rows = grad.reshape(-1, grad.shape[-1])                      # (all positions, out)
-        return (kernels.matmul(grad, self.weight.T) if need_x else None,   # dx = g @ Wᵀ
+        return (matmul_arrays(grad, self.weight.T) if need_x else None,   # dx = g @ Wᵀ
                 shared_weight_grad(self.x, grad) if need_weight else None,  # dW = sum over positions of xᵀ g
-                kernels.column_sums(rows) if need_bias else None)           # db = sum over positions of g
+                column_sums(rows) if need_bias else None)                   # db = sum over positions of g
+
+    @staticmethod
+    def composition(x, weight, bias):
+        """The same op from public ops: x @ weight + bias."""
+        return x @ weight + bias
+
+
+@accelerated
+def layer_norm(x, weight, bias, eps):
+    """y = (x - mean) * rstd * weight + bias over the last axis, rstd = 1/sqrt(var + eps);
+    returns (y, mean, rstd), mean and rstd shaped x.shape[:-1]."""
+    eps = x.dtype.type(eps)
+    mean = np.mean(x, axis=-1)
+    centered = x - mean[..., None]
+    rstd = 1 / np.sqrt(np.mean(centered * centered, axis=-1) + eps)
+    return centered * rstd[..., None] * weight + bias, mean, rstd
+
+
+@accelerated
+def layer_norm_backward(grad, x, weight, mean, rstd):
+    """(dx, dweight, dbias) of layer_norm from its saved mean and rstd. With ĝ = grad * weight
+    and x̂ = (x - mean) * rstd, per row: dx = rstd * (ĝ - mean(ĝ) - x̂ * mean(ĝ * x̂));
+    over all rows: dweight = sum(grad * x̂), dbias = sum(grad)."""
+    x_hat = (x - mean[..., None]) * rstd[..., None]
+    g = grad * weight
+    dx = rstd[..., None] * (g - np.mean(g, axis=-1, keepdims=True)
+                            - x_hat * np.mean(g * x_hat, axis=-1, keepdims=True))
+    leading = tuple(range(x.ndim - 1))
+    return dx, np.sum(grad * x_hat, axis=leading), np.sum(grad, axis=leading)
 
 
 class LayerNorm(Function):
@@ -41,15 +81,19 @@ class LayerNorm(Function):
         if weight.shape != (x.shape[-1],) or bias.shape != (x.shape[-1],):
             raise ValueError(f"layer_norm: input of shape {x.shape} needs weight and bias of shape "
                              f"({x.shape[-1]},), got {weight.shape} and {bias.shape}")
-        # y = x̂ * weight + bias,  x̂ = (x - mean) * rstd,  rstd = 1 / sqrt(var + eps)
-        y, self.mean, self.rstd = kernels.layer_norm(x, weight, bias, eps)
+        y, self.mean, self.rstd = layer_norm(x, weight, bias, eps)
         self.x, self.weight = x, weight
         return y
 
     def backward(self, grad):
-        # with ĝ = g * weight, per row:  dx = rstd * (ĝ - mean(ĝ) - x̂ * mean(ĝ * x̂))
-        # over all rows:  dweight = sum(g * x̂),  dbias = sum(g)
-        return kernels.layer_norm_backward(grad, self.x, self.weight, self.mean, self.rstd)
+        return layer_norm_backward(grad, self.x, self.weight, self.mean, self.rstd)
+
+    @staticmethod
+    def composition(x, weight, bias, eps=1e-5):
+        """The same op from public ops: (x - mean) / sqrt(var + eps) * weight + bias."""
+        centered = x - x.mean(axis=-1, keepdims=True)
+        variance = (centered * centered).mean(axis=-1, keepdims=True)
+        return centered / (variance + eps).sqrt() * weight + bias
 
 
 class Dropout(Function):
@@ -68,9 +112,12 @@ class CrossEntropy(Function):
     """Mean cross-entropy of logits (..., C) against integer targets (...).
 
     Same definition as PyTorch's ``cross_entropy``: targets equal to
-    ``ignore_index`` add nothing and are not counted in the mean (if every
-    target is ignored the mean is NaN, as in PyTorch); ``label_smoothing`` eps
-    mixes the one-hot target with the uniform distribution over all C classes.
+    ``ignore_index`` add nothing and are not counted in the mean;
+    ``label_smoothing`` eps mixes the one-hot target with the uniform
+    distribution over all C classes. If every target is ignored, the mean over
+    zero targets is NaN and the gradient is 0, whatever the output gradient
+    (NaN too, as from ``loss ** 2``): as in PyTorch, whose backward writes
+    gradients only into the rows of targets it counted.
     """
 
     def forward(self, logits, targets, ignore_index=None, label_smoothing=0.0):
@@ -86,7 +133,7 @@ class CrossEntropy(Function):
         safe_t = np.where(valid, t, 0)
         # loss = mean over valid rows of -log_softmax(logits)[target] (with smoothing eps:
         # (1 - eps) * that - eps * mean(log_softmax(logits)))
-        logp = kernels.log_softmax(rows)
+        logp = log_softmax(rows)
         picked = np.arange(len(t))
         loss = -logp[picked, safe_t]
         if label_smoothing:
@@ -105,6 +152,22 @@ class CrossEntropy(Function):
         d[np.arange(len(self.safe_t)), self.safe_t] -= d.dtype.type(1 - eps)
         if eps:
             d -= d.dtype.type(eps / classes)
-        weight = self.valid * (grad / max(self.count, 1))   # ignored rows get no gradient
+        weight = np.where(self.valid, grad / max(self.count, 1), 0)  # ignored rows: exactly 0, even for a NaN grad
         d *= weight.astype(d.dtype)[:, None]
         return d.reshape(self.logits_shape), None
+
+    @staticmethod
+    def composition(logits, targets, ignore_index=None, label_smoothing=0.0):
+        """The same loss from public ops: with the target distribution p = (1 - eps) onehot + eps / C,
+        the mean over counted rows of -sum(p * log_softmax(logits))."""
+        from ..tensor import Tensor
+        t = np.asarray(unwrap(targets)).reshape(-1)
+        classes = logits.shape[-1]
+        counted = np.ones(t.shape, bool) if ignore_index is None else t != ignore_index
+        onehot = np.arange(classes) == np.where(counted, t, 0)[:, None]
+        p = (1 - label_smoothing) * onehot + label_smoothing / classes
+        per_row = -(logits.reshape(-1, classes).log_softmax(-1) * Tensor(p.astype(logits.dtype))).sum(axis=-1)
+        return (per_row * Tensor(counted.astype(logits.dtype))).sum() / Tensor(np.asarray(counted.sum(), logits.dtype))
+
+
+from ..kernels import column_sums as _, layer_norm_kernels  # noqa: E402,F401  (register kernels for the functions above)

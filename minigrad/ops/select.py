@@ -1,10 +1,16 @@
 """where and masked_fill: pick entries from one of two tensors by a boolean mask."""
 import numpy as np
 
-from .. import kernels
 from ..function import Function
+from ..kernels.registry import accelerated
 from . import xp
 from .checks import broadcast_shape, unwrap
+
+
+@accelerated
+def masked_fill(a, mask, value):
+    """``value`` where the boolean mask is True, ``a`` elsewhere (the mask broadcasts)."""
+    return np.where(mask, a.dtype.type(value), a)
 
 
 def _bool_mask(mask, op):
@@ -43,12 +49,11 @@ class MaskedFill(Function):
         if broadcast_shape("masked_fill", self.mask.shape, a.shape) != a.shape:
             raise ValueError(f"masked_fill: mask of shape {self.mask.shape} would enlarge the tensor of "
                              f"shape {a.shape}; the mask must broadcast to the tensor's shape")
-        # out = where(mask, value, a)
-        return kernels.masked_fill(a, self.mask, value)
+        return masked_fill(a, self.mask, value)
 
     def backward(self, grad):
         # da = where(mask, 0, g): a filled entry does not depend on a (PyTorch: g.masked_fill(mask, 0))
-        return kernels.masked_fill(grad, self.mask, 0)
+        return masked_fill(grad, self.mask, 0)
 
 
 def where(condition, a, b):
@@ -59,3 +64,6 @@ def where(condition, a, b):
     if isinstance(a, Tensor):
         b = _like(b, a)
     return Where.apply(as_tensor(a), as_tensor(b), condition=condition)
+
+
+from ..kernels import masked_fill as _  # noqa: E402,F401  (registers a kernel for masked_fill)

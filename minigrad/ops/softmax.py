@@ -1,43 +1,87 @@
-"""softmax and log_softmax along one axis, through the Numba kernels.
+"""softmax and log_softmax along one axis: the math, in numpy, and the ops.
 
 Both are computed directly and stably (subtract the row max first); a row that
 is entirely -inf (a fully masked attention row) gives zeros from softmax, never
-NaN, and no gradient; a NaN anywhere in a row makes that row NaN.
+NaN, and no gradient; a NaN anywhere in a row makes that row NaN. Log-softmax is
+``(x - max) - log(sum)``: exact near the max, so float32 keeps its precision for
+logits of 1e6. The functions below work on the last axis; ``kernels/softmax_kernels.py``
+registers faster versions of the ones marked ``@accelerated``.
 """
 import numpy as np
 
-from .. import kernels
 from ..function import Function
+from ..kernels.registry import accelerated
 from .checks import normalize_axis
 
 
+def _shift(x):
+    """The row max to subtract before exp, or 0 for a row of all -inf (-inf - -inf would be NaN)."""
+    m = np.max(x, axis=-1, keepdims=True)  # NaN if the row holds a NaN
+    return np.where(np.isneginf(m), x.dtype.type(0), m)
+
+
+@accelerated
+def softmax(x):
+    """y = exp(x - max) / sum(exp(x - max)) per row; a row of all -inf gives zeros."""
+    e = np.exp(x - _shift(x))
+    s = np.sum(e, axis=-1, keepdims=True)
+    return e / np.where(s == 0, 1, s)  # masked row: 0 / 1
+
+
+@accelerated
+def softmax_backward(y, grad):
+    """dx = y * (grad - sum(grad * y)) per row: O(width), no Jacobian."""
+    return y * (grad - np.sum(grad * y, axis=-1, keepdims=True))
+
+
+@accelerated
+def log_softmax(x):
+    """y = (x - max) - log(sum(exp(x - max))) per row; a row of all -inf stays all -inf."""
+    shifted = x - _shift(x)
+    s = np.sum(np.exp(shifted), axis=-1, keepdims=True)
+    return shifted - np.log(np.where(s == 0, 1, s))  # masked row: -inf - log(1)
+
+
+def log_softmax_backward(y, grad):
+    """dx = grad - exp(y) * sum(grad) per row; zeros for a fully masked row (all -inf).
+    No kernel: the model never runs it (cross-entropy has its own backward)."""
+    dx = grad - np.exp(y) * np.sum(grad, axis=-1, keepdims=True)
+    fully_masked = np.all(np.isneginf(y), axis=-1, keepdims=True)
+    return np.where(fully_masked, 0, dx)
+
+
 class _LastAxisOp(Function):
-    """Moves ``axis`` to the end for the kernels (which work on the last axis) and back."""
+    """Moves ``axis`` to the end (the functions above work on the last axis) and back."""
 
     def forward(self, a, axis=-1):
+        op = self.rows_forward.__name__
         if a.dtype.kind != "f":
-            raise TypeError(f"{self.name.lower()} needs floating-point input, got dtype {a.dtype}")
-        self.axis = normalize_axis(axis, a.ndim, self.name.lower())
+            raise TypeError(f"{op} needs floating-point input, got dtype {a.dtype}")
+        self.axis = normalize_axis(axis, a.ndim, op)
+        if a.ndim == 0:
+            raise ValueError(f"{op} needs at least 1-D input, got a 0-d tensor; reshape it to (1,) first")
+        if a.shape[self.axis] == 0:
+            raise ValueError(f"{op} over an axis of length 0 (input of shape {a.shape}, axis {axis}) "
+                             "has no value; give it at least one entry along that axis")
         self.moved = self.axis != a.ndim - 1
         x = np.moveaxis(a, self.axis, -1) if self.moved else a
-        self.out = self.kernel_forward(x)
+        self.out = self.rows_forward(x)
         return np.moveaxis(self.out, -1, self.axis) if self.moved else self.out
 
     def backward(self, grad):
         g = np.moveaxis(grad, self.axis, -1) if self.moved else grad
-        dx = self.kernel_backward(self.out, g)
+        dx = self.rows_backward(self.out, g)
         return np.moveaxis(dx, -1, self.axis) if self.moved else dx
 
 
 class Softmax(_LastAxisOp):
-    # y = exp(x - max) / sum(exp(x - max))          (max: the row max, 0 for a row of all -inf)
-    kernel_forward = staticmethod(lambda x: kernels.softmax(x))
-    # dx = y * (g - sum(g * y))
-    kernel_backward = staticmethod(lambda y, g: kernels.softmax_backward(y, g))
+    rows_forward = staticmethod(softmax)
+    rows_backward = staticmethod(softmax_backward)
 
 
 class LogSoftmax(_LastAxisOp):
-    # y = (x - max) - log(sum(exp(x - max)))        (in that order: exact near the max in float32)
-    kernel_forward = staticmethod(lambda x: kernels.log_softmax(x))
-    # dx = g - exp(y) * sum(g)                       (0 for a row of all -inf)
-    kernel_backward = staticmethod(lambda y, g: kernels.log_softmax_backward(y, g))
+    rows_forward = staticmethod(log_softmax)
+    rows_backward = staticmethod(log_softmax_backward)
+
+
+from ..kernels import softmax_kernels  # noqa: E402,F401  (registers kernels for the functions above)
