@@ -8,11 +8,12 @@ shows its DOT source and the hint instead of raising.
 import pytest
 
 from minigrad import Tensor
+from transformer.output_folder import make_output_folder
 from viz import draw_graph
 from viz.attention_graph import main as attention_graph_main
 from viz.backward_animation import main as animation_main
 from viz.heatmaps import curves_main, main as heatmaps_main
-from viz.render import EXIT_DOT_MISSING, INSTALL_HINT, make_output_folder
+from viz.render import EXIT_DOT_MISSING, INSTALL_HINT
 
 TINY = ["--d-model", "8", "--heads", "2", "--layers", "1"]
 

@@ -14,7 +14,9 @@ import subprocess
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
-from .render import RenderedPaths, dot_missing_message, have_dot, make_output_folder
+from transformer.output_folder import make_output_folder
+
+from .render import RenderedPaths, dot_missing_message, have_dot
 
 FRAME_MS, LAST_FRAME_MS = 1200, 3000
 

@@ -26,10 +26,10 @@ from matplotlib.figure import Figure
 from transformer.checkpoint import CheckpointError
 from transformer.dates import DateError, decode
 from transformer.decoding import inference
+from transformer.output_folder import make_output_folder
 
 from .inputs import (UNTRAINED, add_model_arguments, decoder_input_from_greedy, model_from_args, on_numpy_twins,
                      source_ids, token_labels)
-from .render import make_output_folder
 
 KINDS = ("encoder-self", "decoder-self", "cross")
 TITLES = {"encoder-self": "encoder self-attention",

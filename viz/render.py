@@ -13,6 +13,8 @@ import sys
 
 import graphviz
 
+from transformer.output_folder import make_output_folder
+
 INSTALL_HINT = ("install Graphviz (apt-get install graphviz | brew install graphviz | "
                 "conda install -c conda-forge python-graphviz)")
 EXIT_DOT_MISSING = 3        # the .dot was written, nothing was rendered
@@ -69,26 +71,6 @@ class RenderedPaths(list):
         if not quiet:
             print(message, file=sys.stderr)
         return self
-
-
-def make_output_folder(folder, option="--out"):
-    """Create ``folder`` (and its parents) for output; a ValueError in one line if it cannot be.
-
-    ``os.makedirs`` alone says ``[Errno 17] File exists: '/etc/passwd'`` for ``/etc/passwd/x``;
-    this names the file in the way and the option to change.
-    """
-    folder = os.fspath(folder)
-    if not folder:
-        return
-    try:
-        os.makedirs(folder, exist_ok=True)
-    except OSError as error:
-        blocking = folder
-        while blocking and not os.path.exists(blocking):
-            blocking = os.path.dirname(blocking.rstrip(os.sep)) if blocking != os.sep else ""
-        reason = (f"{blocking} is a file, not a folder" if blocking and not os.path.isdir(blocking)
-                  else error.strerror or str(error))
-        raise ValueError(f"cannot write the output under {folder}: {reason}; choose another {option}") from None
 
 
 class DotGraph(graphviz.Digraph):
