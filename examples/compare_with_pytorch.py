@@ -1,6 +1,6 @@
 """minigrad side by side with PyTorch: the same Transformer, the same weights, the same batches.
 
-    pip install -e ".[compare]" --extra-index-url https://download.pytorch.org/whl/cpu
+    pip install torch --index-url https://download.pytorch.org/whl/cpu && pip install -e ".[compare]"
     python examples/compare_with_pytorch.py                      # check, then train both, quiet and busy
     python examples/compare_with_pytorch.py --checkpoint runs/dates/model.npz --check-only
 
@@ -39,8 +39,8 @@ sys.path.insert(0, os.path.join(REPO, "examples"))
 try:
     import torch
 except ImportError:
-    sys.exit("error: this example needs PyTorch: pip install -e '.[compare]' "
-             "--extra-index-url https://download.pytorch.org/whl/cpu (a CPU build)")
+    sys.exit("error: this example needs PyTorch; a CPU build: pip install torch --index-url "
+             "https://download.pytorch.org/whl/cpu && pip install -e '.[compare]'")
 
 import minigrad  # noqa: E402
 from minigrad import Tensor, optim  # noqa: E402

@@ -60,8 +60,8 @@ class Transformer(nn.Module):
         self._init_weights()
 
     def _init_weights(self):
-        # Xavier-uniform for every matrix, as the paper's reference code and the
-        # PyTorch reference in shared/bench do; with embeddings scaled by sqrt(d)
+        # Xavier-uniform for every matrix, as the paper's reference code (and
+        # torch.nn.Transformer's _reset_parameters) do; with embeddings scaled by sqrt(d)
         # this trains the date task in a few hundred steps. A packed projection (w_qkv,
         # w_kv) gets it block by block, as the separate d x d matrices it holds would.
         for name, p in self.named_parameters():
