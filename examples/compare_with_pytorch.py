@@ -358,18 +358,18 @@ def race(model_config, config, data, seed, eval_every, busy, time_limit):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--checkpoint", help="check this dates-train checkpoint's weights "
-                                             "(default: a fresh model from --seed)")
-    parser.add_argument("--seed", type=int, default=0, help="initial weights and batches")
+                                     epilog="exit status 1 when a difference in the check exceeds 1e-5")
+    parser.add_argument("--checkpoint", help="check this dates-train checkpoint's weights (default: a fresh "
+                                             "model of --seed); training always starts from a fresh model")
+    parser.add_argument("--seed", type=int, default=0, help="initial weights and batches (default: %(default)s)")
     parser.add_argument("--check-only", action="store_true", help="only the layer-by-layer check")
-    parser.add_argument("--check-batch", type=int, default=32, help="batch size of the check")
-    parser.add_argument("--label-smoothing", type=float, default=0.0, help="in the check and in training")
-    parser.add_argument("--eval-every", type=int, default=25, help="held-out evaluation every N steps")
-    parser.add_argument("--max-steps", type=int, default=600, help="at most this many steps per framework")
-    parser.add_argument("--load", default="0,1", help="busy background processes, one race per value")
+    parser.add_argument("--check-batch", type=int, default=32, help="batch size of the check (default: %(default)s)")
+    parser.add_argument("--label-smoothing", type=float, default=0.0, help="in the check and in training (default: %(default)s)")
+    parser.add_argument("--eval-every", type=int, default=25, help="held-out evaluation every N steps (default: %(default)s)")
+    parser.add_argument("--max-steps", type=int, default=600, help="at most this many steps per framework (default: %(default)s)")
+    parser.add_argument("--load", default="0,1", help="busy background processes, one race per value (default: %(default)s)")
     parser.add_argument("--time-limit", type=float, default=300.0,
-                        help="stop a framework after this many seconds of training (a busy machine)")
+                        help="stop a framework after this many seconds of training (default: %(default)s)")
     parser.add_argument("--torch-threads", type=int, default=None,
                         help="torch.set_num_threads (default: PyTorch's own, one per core)")
     args = parser.parse_args(argv)
