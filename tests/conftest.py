@@ -6,7 +6,45 @@ but a user's ``MINIGRAD_BLAS_THREADS`` would reach the tests that compare two ru
 bit for bit (resume equals an uninterrupted run), so the suite pins one thread; the
 thread tests set ``MINIGRAD_BLAS_THREADS`` themselves with monkeypatch, and
 test_repeatable_runs.py runs without it, as a user would.
+
+Graphviz's ``dot`` is optional: tests that render skip with a one-line reason
+without it (``@pytest.mark.needs_dot``, or a ``skipif`` of their own), and ``path_without_dot``
+gives a PATH on which every program but ``dot`` is still found, so the no-dot
+behaviour is tested on machines that have it (CI runs the whole suite both ways).
 """
 import os
+import shutil
+
+import pytest
 
 os.environ["MINIGRAD_BLAS_THREADS"] = "1"
+
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "needs_dot: renders with Graphviz's `dot`; skipped where it is not installed")
+
+
+def pytest_runtest_setup(item):
+    if item.get_closest_marker("needs_dot") and shutil.which("dot") is None:
+        pytest.skip("Graphviz's `dot` is not installed (apt-get install graphviz | brew install graphviz)")
+
+
+@pytest.fixture
+def path_without_dot(tmp_path_factory):
+    """A PATH like the current one where ``dot`` is not found (folders holding it are mirrored by symlinks)."""
+    mirror_root = tmp_path_factory.mktemp("path-without-dot")
+    folders = []
+    for number, folder in enumerate(p for p in os.environ.get("PATH", "").split(os.pathsep) if p):
+        if not os.path.exists(os.path.join(folder, "dot")):
+            folders.append(folder)
+            continue
+        mirror = mirror_root / str(number)
+        mirror.mkdir()
+        for name in os.listdir(folder):
+            if name != "dot":
+                os.symlink(os.path.join(folder, name), mirror / name)
+        folders.append(str(mirror))
+    path = os.pathsep.join(folders)
+    assert shutil.which("dot", path=path) is None
+    return path

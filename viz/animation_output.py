@@ -10,38 +10,47 @@ import io
 import json
 import os
 import re
-import shutil
 import subprocess
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
-from .render import INSTALL_HINT
+from transformer.output_folder import make_output_folder
+
+from .render import RenderedPaths, dot_missing_message, have_dot
 
 FRAME_MS, LAST_FRAME_MS = 1200, 3000
 
 
-def write_animation(frames, out_stem, formats=("gif", "html"), dpi=72, frame_ms=FRAME_MS) -> list:
+def write_animation(frames, out_stem, formats=("gif", "html"), dpi=72, frame_ms=FRAME_MS, quiet=False) -> list:
     """Render every frame with dot once (SVG and PNG together) and write ``<out_stem>.gif``/``.html``.
 
-    Returns the paths written. Raises RuntimeError (with how to install it) without Graphviz's ``dot``.
+    Returns the paths written. Without Graphviz's ``dot`` it writes ``<out_stem>.dot`` instead (every
+    frame's graph, one after another: ``dot -Tsvg -O`` renders them) and, as ``render`` does, says
+    how to install it (on stderr unless ``quiet``, and as the returned list's ``.message``).
     """
     if not frames:
         raise ValueError("no frames: backward processed no op (is the root a leaf?)")
     unknown = set(formats) - {"gif", "html"}
     if unknown:
         raise ValueError(f"unknown format(s) {', '.join(sorted(unknown))}; choose gif and/or html")
-    if shutil.which("dot") is None:
-        raise RuntimeError(f"Graphviz's `dot` program is not on PATH; {INSTALL_HINT}")
     out_stem = os.fspath(out_stem)
-    if os.path.dirname(out_stem):
-        os.makedirs(os.path.dirname(out_stem), exist_ok=True)
+    make_output_folder(os.path.dirname(out_stem))
+    if not have_dot():
+        return _write_frame_sources(frames, out_stem + ".dot", quiet)
     svgs, pngs = _render_all(frames, dpi, want_png="gif" in formats)
-    written = []
+    written = RenderedPaths()
     if "gif" in formats:
         written.append(write_gif(pngs, out_stem + ".gif", frame_ms))
     if "html" in formats:
         written.append(write_html(svgs, [f.caption for f in frames], out_stem + ".html", frame_ms))
     return written
+
+
+def _write_frame_sources(frames, dot_path, quiet):
+    with open(dot_path, "w", encoding="utf-8") as f:
+        for frame in frames:
+            f.write(f"// frame {frame.number}: {frame.caption}\n{frame.digraph.source}\n")
+    return RenderedPaths([dot_path]).note(dot_missing_message(dot_path), quiet)
 
 
 def _render_all(frames, dpi, want_png):

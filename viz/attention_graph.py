@@ -32,7 +32,7 @@ from transformer.dates import DateError
 from transformer.decoding import inference
 
 from .graph import draw_graph
-from .render import render
+from .render import EXIT_CODES_HELP, EXIT_DOT_MISSING, render
 from .inputs import (UNTRAINED, add_model_arguments, decoder_input_from_reference, model_from_args, on_numpy_twins,
                      source_ids)
 
@@ -181,7 +181,8 @@ def _backward_through(output: Tensor) -> Tensor:
 
 @on_numpy_twins
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="dates-attention-graph", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="dates-attention-graph", description=__doc__.split("\n")[0],
+                                     epilog=EXIT_CODES_HELP)
     add_model_arguments(parser)
     parser.add_argument("--kind", choices=KINDS, default="encoder-self", help="which attention (default: %(default)s)")
     parser.add_argument("--layer", type=int, default=0, help="layer index, from 0 (default: %(default)s)")
@@ -213,6 +214,9 @@ def main(argv=None) -> int:
     except (DateError, ValueError, OSError, CheckpointError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    if paths.message:              # no `dot`: the .dot was written and render said how to install it
+        print(f"wrote {', '.join(paths)}  (not rendered)")
+        return EXIT_DOT_MISSING
     print(f"wrote {', '.join(paths)}  (graph built in {built - start:.2f} s, including the forward pass; "
           f"rendered in {done - built:.2f} s)")
     return 0

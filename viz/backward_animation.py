@@ -31,6 +31,7 @@ from .details import NOT_ARRIVED, first_values, norm, tooltip_text
 from .graph import draw_graph
 from .graph_text import escape, number, shape_text
 from .inputs import on_numpy_twins
+from .render import EXIT_CODES_HELP, EXIT_DOT_MISSING
 
 SHOWN_VALUES = 4            # a gradient with at most this many values shows them; a bigger one its norm
 MAX_FRAMES = 200            # one dot run per frame: beyond this, animate a smaller graph
@@ -236,7 +237,8 @@ def main(argv=None) -> int:
     from .attention_graph import KINDS
     from .inputs import add_model_arguments, model_from_args, source_ids
 
-    parser = argparse.ArgumentParser(prog="dates-backward-animation", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="dates-backward-animation", description=__doc__.split("\n")[0],
+                                     epilog=EXIT_CODES_HELP)
     parser.add_argument("--expr", default=None,
                         help=f"an expression over --var leaves, Tensor methods allowed (default: {DEFAULT_EXPR})")
     parser.add_argument("--var", action="append", metavar="NAME=1,2",
@@ -274,5 +276,8 @@ def main(argv=None) -> int:
     except (DateError, ValueError, OSError, CheckpointError, RuntimeError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    if paths.message:              # no `dot`: the frames' .dot was written and the hint printed
+        print(f"wrote {', '.join(paths)}  ({len(frames)} frames, not rendered)")
+        return EXIT_DOT_MISSING
     print(f"wrote {', '.join(paths)}  ({len(frames)} frames, one per op backward processed)")
     return 0

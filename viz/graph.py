@@ -39,6 +39,7 @@ from minigrad.nn import Parameter
 
 from .details import mask_label, mask_of, mask_tooltip, tensor_tooltip
 from .graph_text import escape, grad_summary, html_label, shape_text, value_summary
+from .render import DotGraph
 
 DEFAULT_MAX_NODES = 400
 
@@ -159,7 +160,8 @@ def _default_name(tensor, kind) -> str:
 def draw_graph(output, params=None, show_grad=False, show_values=False, cluster_modules=False,
                max_nodes=DEFAULT_MAX_NODES, max_depth=None, rankdir="TB", legend=True,
                mask_kind=None, decorate_tensor=None, decorate_op=None) -> graphviz.Digraph:
-    """The graph that produced ``output`` as a ``graphviz.Digraph`` (see the module docstring).
+    """The graph that produced ``output`` as a ``graphviz.Digraph`` (see the module docstring);
+    a ``render.DotGraph``, which a notebook shows as DOT source with an install hint where ``dot`` is missing.
 
     params           a Module or ``dict(model.named_parameters())``: names parameter nodes
     show_grad        add each tensor's gradient shape and norm (after backward(retain_graph=True))
@@ -183,7 +185,7 @@ def draw_graph(output, params=None, show_grad=False, show_values=False, cluster_
     tensors, ops, cut = _collect(output, max_nodes, max_depth)
     ids = {id(t): f"n{i}" for i, t in enumerate(tensors)}
 
-    dot = graphviz.Digraph("minigrad", graph_attr=dict(rankdir=rankdir, fontname="Helvetica"),
+    dot = DotGraph("minigrad", graph_attr=dict(rankdir=rankdir, fontname="Helvetica"),
                            node_attr=dict(fontname="Helvetica", fontsize="11"),
                            edge_attr=dict(fontname="Helvetica", fontsize="9", color="#495057"))
     placement = _Placement(dot, cluster_modules)

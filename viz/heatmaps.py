@@ -26,6 +26,7 @@ from matplotlib.figure import Figure
 from transformer.checkpoint import CheckpointError
 from transformer.dates import DateError, decode
 from transformer.decoding import inference
+from transformer.output_folder import make_output_folder
 
 from .inputs import (UNTRAINED, add_model_arguments, decoder_input_from_greedy, model_from_args, on_numpy_twins,
                      source_ids, token_labels)
@@ -130,7 +131,7 @@ def save_attention_heatmaps(model, date: str, out_dir=".", prefix="attention", d
                             untrained: bool = False) -> dict:
     """Write ``<prefix>_<kind>.png`` for the three kinds; returns kind -> SavedFigure."""
     maps = attention_maps(model, date, untrained)
-    os.makedirs(out_dir or ".", exist_ok=True)
+    make_output_folder(out_dir, "--out-dir")
     saved = {}
     for kind in KINDS:
         fig = plot_attention(maps, kind)
@@ -198,9 +199,7 @@ def plot_training_curves(log_jsonl, out_png, dpi=DPI) -> SavedFigure:
         match_ax.text(0.5, 0.5, "no eval steps in this log", ha="center", transform=match_ax.transAxes)
     for ax in (loss_ax, match_ax):
         ax.grid(alpha=0.3)
-    directory = os.path.dirname(os.fspath(out_png))
-    if directory:
-        os.makedirs(directory, exist_ok=True)
+    make_output_folder(os.path.dirname(os.fspath(out_png)))
     fig.savefig(out_png, dpi=dpi)
     return SavedFigure(os.fspath(out_png), fig)
 

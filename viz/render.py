@@ -1,13 +1,29 @@
 """Write a graphviz graph to disk: the .dot always, then SVG (or other formats) when Graphviz's
-``dot`` program is installed; without it, one line says how to install it."""
+``dot`` program is installed; without it, one line says how to install it.
+
+Every viz command behaves the same way without ``dot``: it writes the ``.dot`` source,
+prints ``dot_missing_message`` on stderr and exits with ``EXIT_DOT_MISSING`` (3), so a
+script can tell "install Graphviz" from a bad argument (2). In a notebook, a ``DotGraph``
+(what ``draw_graph`` returns) shows its DOT source and the same hint instead of raising.
+"""
+import html
 import os
 import shutil
 import sys
 
 import graphviz
 
+from transformer.output_folder import make_output_folder
+
 INSTALL_HINT = ("install Graphviz (apt-get install graphviz | brew install graphviz | "
                 "conda install -c conda-forge python-graphviz)")
+EXIT_DOT_MISSING = 3        # the .dot was written, nothing was rendered
+EXIT_CODES_HELP = ("exit status: 0 done; 2 bad input (one line says what); 3 Graphviz's `dot` is not installed, "
+                   "so only the .dot source was written (one line says how to install it)")
+
+
+def have_dot() -> bool:
+    return shutil.which("dot") is not None
 
 
 def dot_missing_message(dot_path) -> str:
@@ -23,14 +39,12 @@ def render(digraph, path_stem, formats=("svg",), quiet=False) -> list:
     ``quiet``); the message is also attached to the returned list as ``.message``.
     """
     path_stem = os.fspath(path_stem)
-    directory = os.path.dirname(path_stem)
-    if directory:
-        os.makedirs(directory, exist_ok=True)
+    make_output_folder(os.path.dirname(path_stem))
     dot_path = path_stem + ".dot"
     with open(dot_path, "w", encoding="utf-8") as f:
         f.write(digraph.source)
     written = RenderedPaths([dot_path])
-    if shutil.which("dot") is None:
+    if not have_dot():
         return written.note(dot_missing_message(dot_path), quiet)
     for fmt in formats:
         try:
@@ -57,3 +71,19 @@ class RenderedPaths(list):
         if not quiet:
             print(message, file=sys.stderr)
         return self
+
+
+class DotGraph(graphviz.Digraph):
+    """A ``graphviz.Digraph`` that shows itself in a notebook with or without Graphviz's ``dot``.
+
+    With ``dot``, Jupyter shows the rendered SVG as usual. Without it, graphviz's own display
+    would raise ``ExecutableNotFound`` inside the cell; this one shows the DOT source and one
+    line saying how to install Graphviz (the same hint the commands print).
+    """
+
+    def _repr_mimebundle_(self, include=None, exclude=None, **kwargs):
+        if have_dot():
+            return super()._repr_mimebundle_(include, exclude, **kwargs)
+        hint = f"Graphviz's `dot` program is not on PATH, so this graph is shown as its DOT source; {INSTALL_HINT}"
+        return {"text/plain": f"{hint}\n{self.source}",
+                "text/html": f"<p>{html.escape(hint)}</p><pre>{html.escape(self.source)}</pre>"}

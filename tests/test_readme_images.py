@@ -1,0 +1,43 @@
+"""The README's recipe for its pictures is the one examples/make_readme_images.py runs."""
+import importlib.util
+import os
+import re
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("make_readme_images",
+                                                  os.path.join(REPO, "examples", "make_readme_images.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def readme_recipe():
+    """The commands in the README's code block that starts with make_readme_images.py."""
+    text = open(os.path.join(REPO, "README.md"), encoding="utf-8").read()
+    blocks = re.findall(r"```bash\n(.*?)```", text, flags=re.S)
+    recipe = [block for block in blocks if block.startswith("python examples/make_readme_images.py --seed 0")]
+    assert len(recipe) == 1, "the README quotes the recipe once, in a bash block starting with the script"
+    return [line.split("  #")[0].strip() for line in recipe[0].splitlines()[1:] if line.strip()]
+
+
+def test_the_readme_quotes_exactly_the_commands_the_script_runs():
+    script = load_script()
+    assert readme_recipe() == [script.training_command(0)] + script.commands(0)
+
+
+def test_the_commands_draw_the_decoder_self_attention_with_gradients():
+    graph_commands = [c for c in load_script().commands(0) if c.startswith("dates-attention-graph")]
+    assert len(graph_commands) == 2
+    assert all("--kind decoder-self --backward" in c for c in graph_commands)
+
+
+def test_every_committed_image_is_one_the_script_draws_and_the_readme_shows():
+    script = load_script()
+    assert sorted(os.listdir(os.path.join(REPO, "docs", "images"))) == sorted(script.IMAGE_FILES)
+    commands = " ".join(script.commands(0))
+    for name in script.IMAGE_FILES:
+        stem = name.rsplit(".", 1)[0]
+        assert stem in commands or stem.startswith("attention_heatmap_"), name

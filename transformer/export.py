@@ -1,0 +1,139 @@
+"""Export a trained date model's weights under PyTorch's parameter names, to load them into PyTorch.
+
+    dates-export                                   # runs/dates/model.npz -> runs/dates/model.safetensors
+    dates-export --checkpoint X/model.npz --out X/weights.safetensors
+
+The names are those of the same model built from PyTorch's own layers
+(``examples/compare_with_pytorch.py`` builds it and loads this file):
+
+    src_embed, tgt_embed           torch.nn.Embedding(68, d_model)
+    src_positions, tgt_positions   torch.nn.Embedding(max_len, d_model), only for learned positions
+                                   (the sinusoidal table has no parameters)
+    encoder                        torch.nn.TransformerEncoder of TransformerEncoderLayer(d_model, heads,
+                                   d_ff, dropout, batch_first=True): post-norm, ReLU, no final norm
+    decoder                        torch.nn.TransformerDecoder of TransformerDecoderLayer(...), the same
+    output                         torch.nn.Linear(d_model, 68)
+
+so ``encoder.layers.0.self_attn.in_proj_weight`` is minigrad's ``w_qkv.weight`` transposed
+(PyTorch's Linear weights are (out, in), minigrad's (in, out)); a decoder layer's cross-attention
+``multihead_attn.in_proj_weight`` stacks minigrad's ``w_q`` and ``w_kv``. The model then takes
+embeddings times sqrt(d_model) plus the positions, and boolean masks where True means *masked
+out*, PyTorch's convention for ``nn.MultiheadAttention`` (minigrad's is True = may attend).
+
+The file is written with the ``safetensors`` package's numpy API (no pickle, no torch needed);
+its metadata holds the model config as JSON. ``--format npz`` writes the same arrays to a
+numpy ``.npz`` instead.
+"""
+import argparse
+import json
+import os
+import sys
+from collections import OrderedDict
+
+import numpy as np
+
+from .config import ModelConfig
+from .output_folder import make_output_folder
+
+DEFAULT_CHECKPOINT = os.path.join("runs", "dates", "model.npz")
+FORMATS = ("safetensors", "npz")
+
+
+def torch_names(minigrad_arrays, config: ModelConfig) -> "OrderedDict[str, np.ndarray]":
+    """minigrad-named arrays (a ``state_dict()``, or gradients by the same names) -> PyTorch-named ones.
+
+    Linear weights are transposed to PyTorch's (out, in); a cross-attention's ``w_q`` and ``w_kv``
+    become one ``in_proj`` (q, k, v stacked). Every array is float32 and C-contiguous.
+    """
+    arrays = {name: np.asarray(value) for name, value in minigrad_arrays.items()}
+    out = OrderedDict()
+
+    def put(name, value):
+        out[name] = np.ascontiguousarray(value, dtype=np.float32)
+
+    def linear(torch_prefix, minigrad_prefix):
+        put(f"{torch_prefix}.weight", arrays[f"{minigrad_prefix}.weight"].T)
+        put(f"{torch_prefix}.bias", arrays[f"{minigrad_prefix}.bias"])
+
+    def norm(torch_prefix, minigrad_prefix):
+        put(f"{torch_prefix}.weight", arrays[f"{minigrad_prefix}.weight"])
+        put(f"{torch_prefix}.bias", arrays[f"{minigrad_prefix}.bias"])
+
+    for side in ("src", "tgt"):
+        put(f"{side}_embed.weight", arrays[f"{side}_embed.weight"])
+        if config.positional == "learned":
+            put(f"{side}_positions.weight", arrays[f"{side}_positions.embedding.weight"])
+    for stack, count, norms in (("encoder", config.num_encoder_layers, 2), ("decoder", config.num_decoder_layers, 3)):
+        for i in range(count):
+            layer = f"{stack}.layers.{i}"
+            put(f"{layer}.self_attn.in_proj_weight", arrays[f"{layer}.self_attn.w_qkv.weight"].T)
+            put(f"{layer}.self_attn.in_proj_bias", arrays[f"{layer}.self_attn.w_qkv.bias"])
+            linear(f"{layer}.self_attn.out_proj", f"{layer}.self_attn.w_o")
+            if stack == "decoder":
+                cross = f"{layer}.cross_attn"
+                put(f"{layer}.multihead_attn.in_proj_weight",
+                    np.concatenate([arrays[f"{cross}.w_q.weight"], arrays[f"{cross}.w_kv.weight"]], axis=1).T)
+                put(f"{layer}.multihead_attn.in_proj_bias",
+                    np.concatenate([arrays[f"{cross}.w_q.bias"], arrays[f"{cross}.w_kv.bias"]]))
+                linear(f"{layer}.multihead_attn.out_proj", f"{cross}.w_o")
+            linear(f"{layer}.linear1", f"{layer}.feed_forward.linear1")
+            linear(f"{layer}.linear2", f"{layer}.feed_forward.linear2")
+            for n in range(1, norms + 1):
+                norm(f"{layer}.norm{n}", f"{layer}.norm{n}")
+    linear("output", "output")
+    return out
+
+
+def export_weights(model, path, fmt="safetensors", metadata=None) -> str:
+    """Write ``model``'s weights under PyTorch's names to ``path`` (atomically); returns the path."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    arrays = torch_names(model.state_dict(), model.config)
+    info = {"format": "minigrad date Transformer, PyTorch parameter names",
+            "model_config": json.dumps(model.config.to_dict()), **(metadata or {})}
+    path = os.fspath(path)
+    make_output_folder(os.path.dirname(path))
+    temporary = os.path.join(os.path.dirname(path) or ".", f".tmp-{os.getpid()}-{os.path.basename(path)}")
+    try:
+        if fmt == "safetensors":
+            from safetensors.numpy import save_file
+            save_file(dict(arrays), temporary, metadata=info)
+        else:
+            with open(temporary, "wb") as f:
+                np.savez(f, **arrays, **{"metadata.json": np.frombuffer(json.dumps(info).encode(), np.uint8)})
+        os.replace(temporary, path)
+    finally:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+    return path
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="dates-export", description=__doc__.split("\n")[0])
+    parser.add_argument("--checkpoint", default=DEFAULT_CHECKPOINT,
+                        help="the dates-train checkpoint to export (default: %(default)s)")
+    parser.add_argument("--out", help="output file (default: the checkpoint's path with .safetensors or "
+                                      "-torch.npz in place of .npz)")
+    parser.add_argument("--format", choices=FORMATS, default="safetensors",
+                        help="safetensors (read with safetensors.torch.load_file) or a numpy .npz "
+                             "(default: %(default)s)")
+    args = parser.parse_args(argv)
+    from .checkpoint import CheckpointError
+    from .training import load_model
+    stem = args.checkpoint[:-4] if args.checkpoint.endswith(".npz") else args.checkpoint
+    out = args.out or (stem + (".safetensors" if args.format == "safetensors" else "-torch.npz"))
+    try:
+        if not os.path.exists(args.checkpoint):
+            raise ValueError(f"no checkpoint at {args.checkpoint}: train one with dates-train, "
+                             "or name one with --checkpoint")
+        if os.path.abspath(out) == os.path.abspath(args.checkpoint):
+            raise ValueError(f"--out {out} is the checkpoint itself; choose another file")
+        model = load_model(args.checkpoint)
+        written = export_weights(model, out, args.format, {"source": os.path.basename(args.checkpoint)})
+    except (ValueError, OSError, CheckpointError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    count = sum(p.size for p in model.parameters())
+    print(f"wrote {written}  ({count:,} parameters under PyTorch's names; "
+          "examples/compare_with_pytorch.py shows how to load it)")
+    return 0
