@@ -22,7 +22,7 @@ from minigrad import functional as F
 from minigrad import optim
 from minigrad.threads import TrainingThreads
 
-from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from .checkpoint import CheckpointError, check_savable, load_checkpoint, save_checkpoint
 from .config import ModelConfig
 from .dates import PAD, DateDataset
 from .evaluation import evaluate
@@ -255,7 +255,9 @@ class Trainer:
             "data_rng": self.data_rng.bit_generator.state,
             "history": self.history,
         }
-        save_checkpoint(path, self.model.state_dict(), self.optimizer.state_dict(), meta)
+        model_state, optimizer_state = self.model.state_dict(), self.optimizer.state_dict()
+        check_savable(path, model_state, optimizer_state)      # a diverged run keeps the last good file
+        save_checkpoint(path, model_state, optimizer_state, meta)
 
     @classmethod
     def resume(cls, path: str, out_dir: str = None, steps: int = None, **overrides) -> "Trainer":
