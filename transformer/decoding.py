@@ -19,6 +19,8 @@ from minigrad.threads import decoding_threads
 from .dates import EOS, PAD, SOS, TGT_LEN
 
 MAX_OUTPUT = TGT_LEN - 1   # <sos> is given, so at most 19 tokens follow it
+MAX_BEAM = 100             # widest beam: wider than the vocabulary (68), so a full-width beam fits;
+                           # each beam costs as much as decoding the batch once more
 
 
 @contextlib.contextmanager
@@ -99,6 +101,8 @@ def beam_search(model, src, beam_size: int = 4, max_len: int = MAX_OUTPUT, lengt
     """
     if beam_size < 1:
         raise ValueError(f"beam_size must be >= 1, got {beam_size}")
+    if beam_size > MAX_BEAM:
+        raise ValueError(f"beam_size must be at most {MAX_BEAM}, got {beam_size}")
     src = np.asarray(src)
     batch, k = len(src), beam_size
     rows = np.repeat(np.arange(batch), k)                    # each source k times

@@ -15,7 +15,6 @@ the drawing holds only its tens of nodes, clustered by sub-module:
 ``--backward`` also runs ``output.sum().backward(retain_graph=True)`` with every
 intermediate retaining its gradient, and shows each gradient's shape and norm.
 """
-import argparse
 import inspect
 import os
 import sys
@@ -27,6 +26,7 @@ import numpy as np
 from minigrad import Tensor
 from minigrad.nn import record_scopes
 from transformer.checkpoint import CheckpointError
+from transformer.console import Parser, console_script
 from transformer.dates import DateError
 from transformer.decoding import inference
 
@@ -169,9 +169,10 @@ def _backward_through(output: Tensor) -> Tensor:
     return loss
 
 
+@console_script
 @on_numpy_twins
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="dates-attention-graph", description=__doc__.split("\n")[0])
+    parser = Parser(prog="dates-attention-graph", description=__doc__.split("\n")[0])
     add_model_arguments(parser)
     parser.add_argument("--kind", choices=KINDS, default="encoder-self", help="which attention (default: %(default)s)")
     parser.add_argument("--layer", type=int, default=0, help="layer index, from 0 (default: %(default)s)")

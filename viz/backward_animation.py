@@ -17,7 +17,6 @@ Outputs (``write_animation``, in ``animation_output.py``): an animated GIF and
 a self-contained HTML page with a step slider over the inline SVG frames (no
 server, no network, no external script); hover a box in the HTML for its tooltip.
 """
-import argparse
 import os
 import sys
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from minigrad import Tensor, autograd_steps
+from transformer.console import Parser, console_script
 
 from .animation_output import write_animation
 from .details import first_values, norm, tooltip_text
@@ -226,6 +226,7 @@ def _model_options_given(args) -> list:
     return given + ["--date"] * (args.date != DEFAULT_DATE) + ["--layer"] * (args.layer != 0)
 
 
+@console_script
 @on_numpy_twins
 def main(argv=None) -> int:
     from transformer.checkpoint import CheckpointError
@@ -234,7 +235,7 @@ def main(argv=None) -> int:
     from .attention_graph import KINDS
     from .inputs import add_model_arguments, model_from_args, source_ids
 
-    parser = argparse.ArgumentParser(prog="dates-backward-animation", description=__doc__.split("\n")[0])
+    parser = Parser(prog="dates-backward-animation", description=__doc__.split("\n")[0])
     parser.add_argument("--expr", default=None,
                         help=f"an expression over --var leaves, Tensor methods allowed (default: {DEFAULT_EXPR})")
     parser.add_argument("--var", action="append", metavar="NAME=1,2",

@@ -13,7 +13,6 @@ Figures are plain ``matplotlib.figure.Figure`` objects (no pyplot, so no
 global state and nothing to close; PNGs are drawn by the Agg renderer). In a
 notebook, evaluate the returned figure to show it.
 """
-import argparse
 import json
 import os
 import sys
@@ -24,6 +23,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from transformer.checkpoint import CheckpointError
+from transformer.console import Parser, console_script
 from transformer.dates import DateError, decode
 from transformer.decoding import inference
 
@@ -186,10 +186,11 @@ def plot_training_curves(log_jsonl, out_png, dpi=DPI) -> SavedFigure:
 
 
 # ----------------------------------------------------------------------- CLIs
+@console_script
 @on_numpy_twins
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="dates-heatmaps",
-                                     description="Attention heatmaps (every layer and head) for one date.")
+    parser = Parser(prog="dates-heatmaps",
+                    description="Attention heatmaps (every layer and head) for one date.")
     add_model_arguments(parser)
     parser.add_argument("--out-dir", default=os.path.join("runs", "viz", "heatmaps"),
                         help="folder for the PNGs (default: %(default)s)")
@@ -207,9 +208,10 @@ def main(argv=None) -> int:
     return 0
 
 
+@console_script
 def curves_main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="dates-plot-training",
-                                     description="Loss and held-out exact-match curves from a training log.")
+    parser = Parser(prog="dates-plot-training",
+                    description="Loss and held-out exact-match curves from a training log.")
     parser.add_argument("log", nargs="?", default="runs/dates/train_log.jsonl",
                         help="the JSON-lines log written by dates-train (default: %(default)s)")
     parser.add_argument("--out", default=os.path.join("runs", "viz", "training_curves.png"),

@@ -1,0 +1,222 @@
+"""Every console script survives its surroundings: a closed or full stdout or stderr, stdin
+as an endless or binary stream, numbers too large to honour, Ctrl-C at any moment. Each
+case ends with a documented exit code and at most one line on stderr, never a traceback;
+a training run whose stdout goes away saves its last step first.
+"""
+import configparser
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from transformer import cli, console
+from transformer.config import ModelConfig
+from transformer.training import TrainConfig, Trainer
+
+REPO = Path(__file__).resolve().parents[1]
+TINY_ARGS = ["--d-model", "16", "--heads", "2", "--layers", "1", "--d-ff", "32", "--batch-size", "8",
+             "--eval-every", "0", "--no-progress"]
+
+
+def console_scripts() -> dict:
+    """name -> 'module:function', as setup.cfg installs them (so a new script is tested too)."""
+    config = configparser.ConfigParser()
+    config.read(REPO / "setup.cfg")
+    lines = config["options.entry_points"]["console_scripts"].strip().splitlines()
+    return dict(line.replace(" ", "").split("=") for line in lines)
+
+
+def command(name, *args):
+    """What the installed console script runs, without needing it on PATH."""
+    module, function = console_scripts()[name].split(":")
+    return [sys.executable, "-c", f"import sys; from {module} import {function} as m; sys.exit(m())", *args]
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("robust-run")
+    trainer = Trainer(ModelConfig(d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=32),
+                      TrainConfig(steps=2, batch_size=8, eval_every=0, checkpoint_every=0), out_dir=str(folder))
+    trainer.train_step()
+    trainer.train_step()
+    trainer.save(str(folder / "model.npz"))
+    return str(folder / "model.npz")
+
+
+def cheap_arguments(name, checkpoint, folder):
+    log = folder / "log.jsonl"
+    log.write_text("".join(json.dumps({"step": s, "loss": 1.0 / s}) + "\n" for s in (1, 2, 3)))
+    return {"dates-train": ["--out", str(folder / "run"), "--max-steps", "2", *TINY_ARGS],
+            "dates-translate": ["1845-01-05", "--checkpoint", checkpoint],
+            "dates-evaluate": ["--checkpoint", checkpoint, "--show", "0"],
+            "dates-attention-graph": ["--checkpoint", checkpoint, "--out", str(folder / "graph")],
+            "dates-heatmaps": ["--checkpoint", checkpoint, "--out-dir", str(folder / "maps")],
+            "dates-plot-training": [str(log), "--out", str(folder / "curves.png")],
+            "dates-explain": ["--checkpoint", checkpoint],
+            "dates-backward-animation": ["--out", str(folder / "anim"), "--format", "html"]}[name]
+
+
+def run(argv, **kwargs):
+    if "input" not in kwargs:
+        kwargs.setdefault("stdin", subprocess.DEVNULL)
+    return subprocess.run(argv, capture_output="stdout" not in kwargs and "stderr" not in kwargs, text=True,
+                          timeout=300, cwd=REPO, **kwargs)
+
+
+def assert_one_line(err, *fragments):
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    for fragment in fragments:
+        assert fragment in err, err
+
+
+# ------------------------------------------------------ stdout / stderr closed or full
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(console_scripts()))
+def test_every_console_script_survives_a_full_or_closed_stdout(name, checkpoint, tmp_path):
+    args = cheap_arguments(name, checkpoint, tmp_path)
+    with open("/dev/full", "w") as full:
+        result = subprocess.run(command(name, *args), stdout=full, stderr=subprocess.PIPE, text=True,
+                                stdin=subprocess.DEVNULL, timeout=300, cwd=REPO)
+    assert result.returncode == console.EXIT_OUTPUT_LOST, result.stderr
+    assert result.stderr.endswith("error: cannot write to stdout (No space left on device)\n"), result.stderr
+    assert "Traceback" not in result.stderr and "Exception ignored" not in result.stderr
+
+    closed = subprocess.run(command(name, *args), stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+                            timeout=300, cwd=REPO, preexec_fn=lambda: os.close(1))
+    assert closed.returncode == console.EXIT_OUTPUT_LOST
+    assert_one_line(closed.stderr, "stdout is closed")
+
+
+@pytest.mark.parametrize("redirect", ["closed", "full"])
+def test_a_closed_or_full_stderr_changes_nothing_else(checkpoint, redirect):
+    argv = command("dates-translate", "1845-01-05", "not-a-date", "--checkpoint", checkpoint)
+    if redirect == "closed":
+        result = subprocess.run(argv, stdout=subprocess.PIPE, text=True, timeout=300, cwd=REPO,
+                                preexec_fn=lambda: os.close(2))
+    else:
+        with open("/dev/full", "w") as full:
+            result = subprocess.run(argv, stdout=subprocess.PIPE, stderr=full, text=True, timeout=300, cwd=REPO)
+    assert result.returncode == 2 and result.stdout == ""        # the error went nowhere, not to stdout
+    ok = subprocess.run(argv[:-3] + ["--checkpoint", checkpoint], stdout=subprocess.PIPE, text=True,
+                        timeout=300, cwd=REPO, preexec_fn=lambda: os.close(2))
+    assert ok.returncode == 0 and ok.stdout.startswith("1845-01-05 -> ")
+
+
+def test_heatmaps_into_head_c1_is_quiet(checkpoint, tmp_path):
+    process = subprocess.Popen(command("dates-heatmaps", "--checkpoint", checkpoint, "--out-dir", str(tmp_path)),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
+    process.stdout.read(1)
+    process.stdout.close()
+    err = process.stderr.read().decode()
+    assert process.wait(timeout=300) in (0, console.EXIT_OUTPUT_LOST)
+    assert "Traceback" not in err and "BrokenPipe" not in err and "Exception ignored" not in err, err
+
+
+def test_training_whose_stdout_closes_saves_and_says_how_to_resume(tmp_path):
+    """`dates-train ... | head -1`: the reader leaves after the first line; the run saves its
+    last completed step, says so on stderr and exits with 141 (before: no checkpoint, silence)."""
+    out = tmp_path / "run"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}          # every print reaches the pipe at once
+    process = subprocess.Popen(command("dates-train", "--out", str(out), "--max-steps", "400",
+                                       *TINY_ARGS[:-3], "--eval-every", "3", "--no-progress"),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=REPO)
+    first = process.stdout.readline()
+    process.stdout.close()                                  # what `head -1` does
+    err = process.stderr.read().decode()
+    assert process.wait(timeout=300) == console.EXIT_OUTPUT_LOST, err
+    assert first.startswith(b"model:")
+    lines = [line for line in err.splitlines() if not line.startswith("compiling kernels")]
+    assert len(lines) == 1 and "checkpoint saved to" in lines[0] and "resume with: dates-train --resume" in lines[0]
+    from transformer.checkpoint import load_checkpoint
+    step = load_checkpoint(str(out / "model.npz"))[2]["step"]
+    assert 1 <= step < 400 and f"at step {step};" in lines[0]
+
+
+# ----------------------------------------------------------------------------- stdin
+def test_stdin_is_translated_in_batches_as_it_comes(checkpoint):
+    """The first translations come out while stdin is still open (before: all of stdin was
+    read first, so `yes 1845-01-05 | dates-translate` grew without bound)."""
+    process = subprocess.Popen(command("dates-translate", "--checkpoint", checkpoint), stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
+    process.stdin.write(b"1845-01-05\n" * (cli.STDIN_BATCH + 10))
+    process.stdin.flush()
+    first = []
+    reader = threading.Thread(target=lambda: first.append(process.stdout.readline()))
+    reader.start()
+    reader.join(timeout=120)
+    try:
+        assert first and first[0].startswith(b"1845-01-05 -> "), "no output while stdin stayed open"
+    finally:
+        process.stdin.close()
+        process.stdout.read()
+        process.wait(timeout=120)
+    assert process.returncode == 0
+
+
+def test_bad_stdin_lines_get_one_error_each_and_the_rest_is_translated(checkpoint):
+    garbage = bytes(b for b in range(256) if b != ord("\n")) * 40     # 10 kB of binary without a newline
+    data = b"1845-01-05\nhello\n" + garbage + b"\n\xff\xfe\n2000-02-29\n"
+    result = subprocess.run(command("dates-translate", "--checkpoint", checkpoint), input=data,
+                            capture_output=True, timeout=300, cwd=REPO)
+    assert result.returncode == 2
+    assert [line.split(" -> ")[0] for line in result.stdout.decode().splitlines()] == ["1845-01-05", "2000-02-29"]
+    errors = result.stderr.decode().splitlines()
+    assert len(errors) == 3 and all(line.startswith("error: stdin line ") for line in errors), errors
+    assert "stdin line 2: 'hello'" in errors[0] and "line 3: longer than" in errors[1] and "line 4: not UTF-8" in errors[2]
+
+
+def test_translate_with_stdin_closed_is_one_line(checkpoint):
+    result = run(command("dates-translate", "--checkpoint", checkpoint), stdin=None, preexec_fn=lambda: os.close(0))
+    assert result.returncode == 2
+    assert_one_line(result.stderr, "stdin is closed")
+
+
+def test_translate_help_documents_the_exit_codes():
+    result = run(command("dates-translate", "--help"))
+    assert "141" in result.stdout and "stdin line N" in result.stdout
+
+
+# ------------------------------------------------------------------------ beam width
+@pytest.mark.parametrize("main, argv", [(cli.translate_main, ["1845-01-05"]), (cli.evaluate_main, [])])
+@pytest.mark.parametrize("beam", ["99999999999999999999", "1000000", str(2 ** 31), "101"])
+def test_a_huge_beam_is_one_line_naming_the_limit(checkpoint, capsys, main, argv, beam):
+    code = main([*argv, "--checkpoint", checkpoint, "--beam", beam])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert_one_line(err, "--beam must be at most 100", beam)
+
+
+def test_evaluate_with_a_wide_beam_decodes_in_smaller_batches(checkpoint, monkeypatch):
+    from transformer import evaluation
+    from transformer.dates import DateDataset
+    from transformer.training import load_model
+    widths = []
+    real = evaluation.beam_search
+    monkeypatch.setattr(evaluation, "beam_search", lambda model, src, k: widths.append(len(src) * k) or real(model, src, k))
+    data = DateDataset()
+    evaluation.evaluate(load_model(checkpoint), data.test_src[:30], data.test_tgt[:30], batch_size=40, beam_size=8)
+    assert widths and max(widths) <= 40
+
+
+# --------------------------------------------------------------------------- Ctrl-C
+def test_ctrl_c_anywhere_in_a_command_is_one_line_and_130(capsys):
+    @console.console_script
+    def main(argv=None):
+        raise KeyboardInterrupt
+    assert main([]) == console.EXIT_INTERRUPTED
+    assert capsys.readouterr().err == "interrupted\n"
+
+
+def test_ctrl_c_during_the_closing_summary_says_the_run_finished(tmp_path, capsys, monkeypatch):
+    def interrupted(*args):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(cli, "_print_summary", interrupted)
+    code = cli.train_main(["--out", str(tmp_path / "run"), "--max-steps", "2", *TINY_ARGS])
+    err = capsys.readouterr().err
+    assert code == console.EXIT_INTERRUPTED
+    assert_one_line(err.splitlines()[-1] + "\n", "finished", "model.npz")
+    assert (tmp_path / "run" / "model.npz").exists()
