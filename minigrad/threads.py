@@ -12,7 +12,7 @@ setting is right, so:
   sequence makes small products that gain little from a second thread on a quiet
   machine and lose several-fold on a busy one.
 
-``MINIGRAD_BLAS_THREADS=N`` forces N threads for both; ``auto`` (the default) is the
+``MINIGRAD_BLAS_THREADS=N`` forces N threads for both (1 <= N <= ``MAX_THREADS``); ``auto`` (the default) is the
 policy above. If BLAS itself was started with one thread (``OPENBLAS_NUM_THREADS=1``),
 ``auto`` keeps one. Thread counts are switched at run time with threadpoolctl.
 """
@@ -25,6 +25,7 @@ from collections import Counter, deque
 import numpy  # noqa: F401  (threadpoolctl only finds BLAS libraries that are already loaded)
 
 ENV_VAR = "MINIGRAD_BLAS_THREADS"
+MAX_THREADS = 256       # a forced count above this is refused (the console scripts also warn above the cores)
 
 _blas = None            # threadpoolctl controller of the loaded BLAS libraries (made once: ~10 ms)
 _blas_default = 1       # threads BLAS had before anyone limited it
@@ -40,8 +41,9 @@ def blas_setting(value=None):
         if text in ("", "auto"):
             return "auto"
         value = int(text) if text.isdigit() else value
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{source}: BLAS threads must be 'auto' or a whole number >= 1, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_THREADS:
+        raise ValueError(f"{source}: BLAS threads must be 'auto' or a whole number >= 1 and <= {MAX_THREADS}, "
+                         f"got {value!r}")
     return value
 
 

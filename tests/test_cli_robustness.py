@@ -220,3 +220,49 @@ def test_ctrl_c_during_the_closing_summary_says_the_run_finished(tmp_path, capsy
     assert code == console.EXIT_INTERRUPTED
     assert_one_line(err.splitlines()[-1] + "\n", "finished", "model.npz")
     assert (tmp_path / "run" / "model.npz").exists()
+
+
+# ---------------------------------------------------------- sizes and thread counts
+@pytest.mark.parametrize("argv, fragment", [
+    (["--batch-size", "99999999999999999999"], "--batch-size: must be at most 16,384"),
+    (["--d-ff", "10000000"], "--d-ff: must be at most 16,384"),
+    (["--layers", "100000"], "--layers: must be at most 64"),
+    (["--d-model", "100000"], "--d-model: must be at most 4,096"),
+    (["--d-model", "4096", "--d-ff", "16384", "--layers", "8"], "more than the limit of 50,000,000"),
+    (["--batch-size", "16384", "--d-ff", "4096", "--layers", "4"], "lower --batch-size"),
+])
+def test_train_refuses_sizes_beyond_the_limits_in_one_line(tmp_path, capsys, monkeypatch, argv, fragment):
+    monkeypatch.setattr(Trainer, "__init__", lambda *a, **k: pytest.fail("a model was built"))
+    try:
+        code = cli.train_main(["--out", str(tmp_path / "run"), *argv])
+    except SystemExit as exit_:
+        code = exit_.code
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert_one_line(err, fragment)
+    assert not (tmp_path / "run").exists() or not os.listdir(tmp_path / "run")
+
+
+@pytest.mark.parametrize("argv, fragment", [(["--d-model", "100000"], "more than the limit of 50,000,000"),
+                                            (["--layers", "100000"], "more than the limit of 50,000,000")])
+def test_viz_tools_refuse_a_huge_fresh_model_in_one_line(tmp_path, capsys, argv, fragment):
+    from viz import walkthrough
+    code = walkthrough.main(["--untrained", *argv])
+    assert code == 2
+    assert_one_line(capsys.readouterr().err, fragment)
+
+
+@pytest.mark.parametrize("value, fragment", [("99999999999999999999999", "<= 256"), ("0", ">= 1")])
+def test_a_huge_blas_thread_count_is_one_line(checkpoint, value, fragment):
+    result = run(command("dates-translate", "1845-01-05", "--checkpoint", checkpoint),
+                 env={**os.environ, "MINIGRAD_BLAS_THREADS": value})
+    assert result.returncode == 2 and result.stdout == ""
+    assert_one_line(result.stderr, "MINIGRAD_BLAS_THREADS", fragment)
+
+
+def test_more_blas_threads_than_cores_is_a_one_line_note(checkpoint):
+    cores = os.cpu_count()
+    result = run(command("dates-translate", "1845-01-05", "--checkpoint", checkpoint),
+                 env={**os.environ, "MINIGRAD_BLAS_THREADS": str(cores + 1)})
+    assert result.returncode == 0 and result.stdout.startswith("1845-01-05 -> ")
+    assert_one_line(result.stderr, f"MINIGRAD_BLAS_THREADS={cores + 1} is more than this machine's {cores} cores")

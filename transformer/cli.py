@@ -61,6 +61,7 @@ def _decoding_kernels():
 # ------------------------------------------------------------------- train
 def _train_parser():
     from .config import ModelConfig
+    from .limits import at_most
     from .training import SCHEDULES, TrainConfig
 
     p = _Parser(
@@ -85,7 +86,7 @@ def _train_parser():
     p.add_argument("--cooldown-at", type=_finite, default=t.cooldown_at,
                    help="exact match of the last 4 training batches that starts the cool-down "
                         "(default: %(default)s)")
-    p.add_argument("--batch-size", type=int, default=t.batch_size)
+    p.add_argument("--batch-size", type=at_most("--batch-size"), default=t.batch_size)
     p.add_argument("--lr", type=_finite, default=t.lr, help="peak learning rate after warm-up")
     p.add_argument("--warmup", type=int, default=t.warmup)
     p.add_argument("--schedule", choices=SCHEDULES, default=t.schedule,
@@ -96,10 +97,10 @@ def _train_parser():
     p.add_argument("--eval-every", type=int, default=None,
                    help="also evaluate every N steps for the log (default: 0 = only when the target looks "
                         "reached, and at the end)")
-    p.add_argument("--d-model", type=int, default=m.d_model)
-    p.add_argument("--heads", type=int, default=m.num_heads)
-    p.add_argument("--layers", type=int, default=m.num_encoder_layers, help="encoder and decoder layers each")
-    p.add_argument("--d-ff", type=int, default=m.d_ff)
+    p.add_argument("--d-model", type=at_most("--d-model"), default=m.d_model)
+    p.add_argument("--heads", type=at_most("--heads"), default=m.num_heads)
+    p.add_argument("--layers", type=at_most("--layers"), default=m.num_encoder_layers, help="encoder and decoder layers each")
+    p.add_argument("--d-ff", type=at_most("--d-ff"), default=m.d_ff)
     p.add_argument("--dropout", type=_finite, default=m.dropout)
     p.add_argument("--positional", choices=["sinusoidal", "learned"], default=m.positional)
     p.add_argument("--no-progress", action="store_true", help="no progress bar (logs only)")
@@ -108,6 +109,7 @@ def _train_parser():
 
 def _new_trainer(args, out_dir):
     from .config import ModelConfig
+    from .limits import check_model_size
     from .training import TrainConfig, Trainer
 
     model_config = ModelConfig(d_model=args.d_model, num_heads=args.heads, num_encoder_layers=args.layers,
@@ -120,6 +122,7 @@ def _new_trainer(args, out_dir):
         if getattr(args, name) is not None:
             values[name] = getattr(args, name)
     train_config = TrainConfig(**values)          # every number checked before any work
+    check_model_size(model_config, train_config.batch_size)
     return lambda: Trainer(model_config, train_config, out_dir=out_dir)
 
 

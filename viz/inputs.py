@@ -17,6 +17,7 @@ import minigrad
 from transformer.config import ModelConfig
 from transformer.dates import EOS, SOS, VOCAB, encode, parse_iso_date, translate_reference
 from transformer.decoding import greedy_decode
+from transformer.limits import check_model_size
 from transformer.model import Transformer
 
 
@@ -106,6 +107,7 @@ def load_or_create_model(checkpoint=None, seed=0, d_model=None, heads=None, laye
     layers = layers or defaults.num_encoder_layers
     config = ModelConfig(d_model=d_model, num_heads=heads, num_encoder_layers=layers,
                          num_decoder_layers=layers, d_ff=4 * d_model)
+    check_model_size(config)          # --d-model / --layers too large: one line, not a MemoryError
     minigrad.manual_seed(seed)
     return Transformer(config).eval()
 
