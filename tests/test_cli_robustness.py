@@ -63,8 +63,9 @@ def cheap_arguments(name, checkpoint, folder):
 def run(argv, **kwargs):
     if "input" not in kwargs:
         kwargs.setdefault("stdin", subprocess.DEVNULL)
+    kwargs.setdefault("timeout", 300)
     return subprocess.run(argv, capture_output="stdout" not in kwargs and "stderr" not in kwargs, text=True,
-                          timeout=300, cwd=REPO, **kwargs)
+                          cwd=REPO, **kwargs)
 
 
 def assert_one_line(err, *fragments):
@@ -266,3 +267,43 @@ def test_more_blas_threads_than_cores_is_a_one_line_note(checkpoint):
                  env={**os.environ, "MINIGRAD_BLAS_THREADS": str(cores + 1)})
     assert result.returncode == 0 and result.stdout.startswith("1845-01-05 -> ")
     assert_one_line(result.stderr, f"MINIGRAD_BLAS_THREADS={cores + 1} is more than this machine's {cores} cores")
+
+
+# ------------------------------------------------------------------ training logs
+BAD_LOG_LINES = {"invalid UTF-8": b'{"step": 2, "loss": 0.5, "note": "\xff\xfe"}\n',
+                 "deep nesting": b"[" * 200_000 + b"\n",
+                 "huge line": b'{"step": 2, "loss": ' + b"1" * 100_000 + b"}\n"}
+
+
+@pytest.mark.parametrize("kind", sorted(BAD_LOG_LINES))
+def test_plot_training_names_a_bad_log_line_in_one_line(tmp_path, capsys, kind):
+    from viz import heatmaps
+    log = tmp_path / "train_log.jsonl"
+    log.write_bytes(b'{"step": 1, "loss": 1.0}\n' + BAD_LOG_LINES[kind])
+    code = heatmaps.curves_main([str(log), "--out", str(tmp_path / "c.png")])
+    assert code == 2
+    assert_one_line(capsys.readouterr().err, "line 2: not a training-log record")
+
+
+@pytest.mark.parametrize("kind", sorted(BAD_LOG_LINES))
+def test_resume_leaves_a_bad_log_line_out(checkpoint, tmp_path, capsys, kind):
+    import shutil
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    shutil.copy(checkpoint, run_dir / "model.npz")
+    (run_dir / "train_log.jsonl").write_bytes(b'{"step": 1, "loss": 1.0}\n' + BAD_LOG_LINES[kind]
+                                              + b'{"step": 2, "loss": 0.9}\n')
+    code = cli.train_main(["--resume", str(run_dir / "model.npz"), "--max-steps", "3", "--no-progress"])
+    assert code == 0, capsys.readouterr().err
+    steps = [json.loads(line)["step"] for line in (run_dir / "train_log.jsonl").read_text().splitlines()]
+    assert steps == [1, 2, 3]
+
+
+@pytest.mark.parametrize("special", ["fifo", "/dev/zero"])
+def test_plot_training_refuses_a_fifo_or_a_device_at_once(tmp_path, special):
+    path = "/dev/zero" if special == "/dev/zero" else str(tmp_path / "log.fifo")
+    if special == "fifo":
+        os.mkfifo(path)
+    result = run(command("dates-plot-training", path, "--out", str(tmp_path / "c.png")), timeout=60)
+    assert result.returncode == 2
+    assert_one_line(result.stderr, "not a regular file")

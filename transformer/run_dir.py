@@ -12,6 +12,7 @@ overwritten by accident:
 import glob
 import json
 import os
+import stat
 import time
 
 CHECKPOINT_NAME = "model.npz"
@@ -140,21 +141,53 @@ class RunLock:
         self.release()
 
 
-def read_log(path: str) -> list:
-    """The records of a training log (a torn last line from a killed run is skipped)."""
-    records = []
+MAX_LOG_LINE = 1 << 16          # a log record is ~300 bytes; a longer line is not one of ours
+
+
+def log_lines(path: str):
+    """(line number, record or None, problem or None) for each line of a training log, read a
+    line at a time: a FIFO, a device (/dev/zero) or a folder is refused before reading
+    (RunFolderError), and a line that is too long, not UTF-8, nested absurdly deep or not
+    a JSON object with an integer 'step' is reported, not raised."""
     try:
-        with open(path) as f:
-            for line in f:
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                if isinstance(record, dict) and isinstance(record.get("step"), int):
-                    records.append(record)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)     # a FIFO must not block the open
     except FileNotFoundError:
-        pass
-    return records
+        raise
+    except OSError as error:
+        raise RunFolderError(f"cannot read the training log {path}: {error.strerror or error}") from None
+    with open(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise RunFolderError(f"the training log {path} is not a regular file (a FIFO, device or folder): "
+                                 "give the train_log.jsonl that dates-train wrote")
+        for number, line in enumerate(iter(lambda: f.readline(MAX_LOG_LINE + 1), b""), 1):
+            if len(line) > MAX_LOG_LINE:
+                while line and not line.endswith(b"\n"):    # skip the rest of the line
+                    line = f.readline(MAX_LOG_LINE)
+                yield number, None, f"longer than {MAX_LOG_LINE} bytes"
+                continue
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line.decode("utf-8"))
+            except UnicodeDecodeError:
+                yield number, None, "not UTF-8 text"
+                continue
+            except (ValueError, RecursionError):
+                yield number, None, "not JSON"
+                continue
+            if not isinstance(record, dict) or type(record.get("step")) is not int:
+                yield number, None, "not a JSON object with an integer 'step'"
+                continue
+            yield number, record, None
+
+
+def read_log(path: str) -> list:
+    """The records of a training log; a line that is not one (the torn last line of a killed
+    run, or a damaged one) is left out."""
+    try:
+        return [record for _, record, problem in log_lines(path) if problem is None]
+    except FileNotFoundError:
+        return []
 
 
 def cut_log(source: str, destination: str, step: int):

@@ -26,6 +26,7 @@ from transformer.checkpoint import CheckpointError
 from transformer.console import Parser, console_script
 from transformer.dates import DateError, decode
 from transformer.decoding import inference
+from transformer.run_dir import RunFolderError, log_lines
 
 from .inputs import (UNTRAINED, add_model_arguments, decoder_input_from_greedy, model_from_args, on_numpy_twins,
                      source_ids, token_labels)
@@ -144,22 +145,21 @@ def save_attention_heatmaps(model, date: str, out_dir=".", prefix="attention", d
 def read_training_log(log_jsonl) -> dict:
     """Steps and losses of every logged step, and steps and exact match of the eval steps."""
     steps, losses, eval_steps, exact = [], [], [], []
-    with open(log_jsonl, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-                step = record["step"]
-            except (json.JSONDecodeError, KeyError, TypeError):
-                raise ValueError(f"{log_jsonl}, line {number}: not a training-log record "
-                                 "(a JSON object with a 'step')") from None
+    try:
+        for number, record, problem in log_lines(log_jsonl):   # FIFOs, devices, huge lines refused
+            numbers = [] if record is None else [record.get(key) for key in ("loss", "exact_match")]
+            if problem is None and not all(v is None or type(v) in (int, float) for v in numbers):
+                problem = "its loss or exact_match is not a number"
+            if problem is not None:
+                raise ValueError(f"{log_jsonl}, line {number}: not a training-log record ({problem})")
             if record.get("loss") is not None:
-                steps.append(step)
+                steps.append(record["step"])
                 losses.append(record["loss"])
             if record.get("exact_match") is not None:
-                eval_steps.append(step)
+                eval_steps.append(record["step"])
                 exact.append(record["exact_match"])
+    except RunFolderError as error:
+        raise ValueError(str(error)) from None
     if not steps:
         raise ValueError(f"{log_jsonl} holds no training steps")
     return {"steps": steps, "loss": losses, "eval_steps": eval_steps, "exact_match": exact}
