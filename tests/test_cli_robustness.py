@@ -307,3 +307,67 @@ def test_plot_training_refuses_a_fifo_or_a_device_at_once(tmp_path, special):
     result = run(command("dates-plot-training", path, "--out", str(tmp_path / "c.png")), timeout=60)
     assert result.returncode == 2
     assert_one_line(result.stderr, "not a regular file")
+
+
+# ----------------------------------------------------------------- the run folder
+def test_a_new_run_refuses_to_replace_a_log_whose_checkpoint_was_moved(tmp_path, capsys):
+    log = tmp_path / "train_log.jsonl"
+    log.write_text('{"step": 1, "loss": 2.0}\n')
+    code = cli.train_main(["--out", str(tmp_path), "--max-steps", "2", *TINY_ARGS])
+    assert code == 2
+    assert_one_line(capsys.readouterr().err, "already holds a training log", "--force")
+    assert log.read_text() == '{"step": 1, "loss": 2.0}\n'
+    assert cli.train_main(["--out", str(tmp_path), "--max-steps", "2", "--force", *TINY_ARGS]) == 0
+
+
+def test_a_lock_path_that_is_a_folder_is_one_line(tmp_path, capsys):
+    from transformer.run_dir import LOCK_NAME
+    (tmp_path / LOCK_NAME).mkdir()
+    code = cli.train_main(["--out", str(tmp_path), "--max-steps", "2", *TINY_ARGS])
+    assert code == 2
+    assert_one_line(capsys.readouterr().err, "is a folder", LOCK_NAME)
+
+
+def _contend(folder, rounds, start, done, results):
+    """One of two processes: each round, try to take the (stale) lock at the same instant."""
+    from transformer.run_dir import RunFolderError, RunLock
+    for _ in range(rounds):
+        start.wait()
+        lock = RunLock(folder)
+        try:
+            lock.acquire()
+            results.put(1)
+        except RunFolderError:
+            results.put(0)
+        done.wait()                    # both have tried: the winner lets go for the next round
+        lock.release()
+        done.wait()
+
+
+def test_two_runs_taking_over_one_stale_lock_at_once_never_both_get_it(tmp_path):
+    import multiprocessing
+    from transformer.run_dir import LOCK_NAME
+    context = multiprocessing.get_context("fork")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()                                  # a pid that no longer runs: the lock is stale
+    rounds = 1000
+    start, done = context.Barrier(3), context.Barrier(3)
+    results = context.Queue()
+    workers = [context.Process(target=_contend, args=(str(tmp_path), rounds, start, done, results))
+               for _ in range(2)]
+    for worker in workers:
+        worker.start()
+    winners = []
+    try:
+        for _ in range(rounds):
+            (tmp_path / LOCK_NAME).write_text(f"{dead.pid}\n")
+            start.wait(timeout=60)
+            winners.append(results.get(timeout=60) + results.get(timeout=60))
+            done.wait(timeout=60)
+            done.wait(timeout=60)
+    finally:
+        for worker in workers:
+            worker.join(timeout=60)
+            if worker.is_alive():
+                worker.kill()
+    assert winners == [1] * rounds, f"{winners.count(2)} rounds with two winners, {winners.count(0)} with none"
