@@ -371,3 +371,15 @@ def test_two_runs_taking_over_one_stale_lock_at_once_never_both_get_it(tmp_path)
             if worker.is_alive():
                 worker.kill()
     assert winners == [1] * rounds, f"{winners.count(2)} rounds with two winners, {winners.count(0)} with none"
+
+
+# ----------------------------------------------------------------------- sampling
+@pytest.mark.parametrize("temperature", ["1e-320", "5e-324", "1e-300", "1e-30"])
+def test_a_tiny_temperature_samples_the_greedy_output(checkpoint, capsys, temperature):
+    """As T -> 0 sampling becomes greedy; before, logits / T overflowed and printed garbage."""
+    dates = ["1845-01-05", "1996-09-08", "2023-02-28", "1000-01-01"]
+    assert cli.translate_main([*dates, "--checkpoint", checkpoint]) == 0
+    greedy = capsys.readouterr().out
+    assert cli.translate_main([*dates, "--checkpoint", checkpoint, "--temperature", temperature, "--seed", "3"]) == 0
+    out, err = capsys.readouterr()
+    assert out == greedy and err == ""

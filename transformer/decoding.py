@@ -54,11 +54,15 @@ def sample_decode(model, src, temperature: float = 1.0, top_k: int = None, rng=N
     rng = rng if rng is not None else np.random.default_rng()
 
     def pick(logits):
-        logits = logits.astype(np.float64) / temperature
+        # shift by the maximum before dividing: (logits - max) / T is <= 0, so a tiny T (1e-320)
+        # gives 0 for the most likely token and -inf for the others (greedy, as T -> 0 should),
+        # where logits / T would overflow to inf - inf = NaN
+        logits = logits.astype(np.float64)
         if top_k is not None and top_k < logits.shape[-1]:
             kth = np.partition(logits, -top_k, axis=-1)[:, -top_k][:, None]
             logits = np.where(logits < kth, -np.inf, logits)
-        probs = np.exp(logits - logits.max(axis=-1, keepdims=True))
+        with np.errstate(over="ignore"):
+            probs = np.exp((logits - logits.max(axis=-1, keepdims=True)) / temperature)
         probs /= probs.sum(axis=-1, keepdims=True)
         cumulative = probs.cumsum(axis=-1)
         draws = rng.random((len(probs), 1)) * cumulative[:, -1:]
