@@ -383,3 +383,49 @@ def test_a_tiny_temperature_samples_the_greedy_output(checkpoint, capsys, temper
     assert cli.translate_main([*dates, "--checkpoint", checkpoint, "--temperature", temperature, "--seed", "3"]) == 0
     out, err = capsys.readouterr()
     assert out == greedy and err == ""
+
+
+# ------------------------------------------------------------------ unclear inputs
+@pytest.mark.parametrize("name, argv", [
+    ("dates-train", ["--resume", ""]), ("dates-train", ["--out", " "]),
+    ("dates-translate", ["1845-01-05", "--checkpoint", ""]), ("dates-evaluate", ["--checkpoint", ""]),
+    ("dates-heatmaps", ["--checkpoint", ""]), ("dates-heatmaps", ["--out-dir", ""]),
+    ("dates-attention-graph", ["--out", ""]), ("dates-backward-animation", ["--out", ""]),
+    ("dates-plot-training", ["--out", ""]), ("dates-explain", ["--checkpoint", ""]),
+])
+def test_an_empty_path_is_refused_in_one_line(tmp_path, capsys, monkeypatch, name, argv):
+    import importlib
+    monkeypatch.chdir(tmp_path)
+    module, function = console_scripts()[name].split(":")
+    main = getattr(importlib.import_module(module), function)
+    try:
+        code = main(argv)
+    except SystemExit as exit_:
+        code = exit_.code
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert_one_line(err, "empty")
+    assert os.listdir(tmp_path) == []
+
+
+def test_viz_argparse_errors_are_one_line(capsys):
+    from viz import attention_graph
+    with pytest.raises(SystemExit) as exit_:
+        attention_graph.main(["--kind", "nonsense"])
+    assert exit_.value.code == 2
+    assert_one_line(capsys.readouterr().err, "--kind", "see dates-attention-graph --help")
+
+
+def test_a_signal_during_the_final_evaluation_does_not_offer_to_resume_a_finished_run(tmp_path, capsys,
+                                                                                      monkeypatch):
+    import signal
+    real = Trainer.evaluate
+
+    def evaluate_then_ctrl_c(self, *args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)      # arrives during the last step's evaluation
+        return real(self, *args, **kwargs)
+    monkeypatch.setattr(Trainer, "evaluate", evaluate_then_ctrl_c)
+    code = cli.train_main(["--out", str(tmp_path), "--max-steps", "2", *TINY_ARGS])
+    out, err = capsys.readouterr()
+    assert code == 0 and "resume" not in err, err
+    assert "held-out exact match" in out

@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from .console import EXIT_INTERRUPTED, EXIT_OUTPUT_LOST, console_script
+from .console import EXIT_INTERRUPTED, EXIT_OUTPUT_LOST, console_script, path_argument
 from .console import Parser as _Parser
 from .console import fail as _fail
 
@@ -72,7 +72,8 @@ def _train_parser():
     p.add_argument("--out", default=None,
                    help=f"folder for the checkpoint and training log (default: {DEFAULT_OUT}; with --resume "
                         "the checkpoint's folder)")
-    p.add_argument("--resume", metavar="CHECKPOINT", help="continue the run saved in this checkpoint")
+    p.add_argument("--resume", metavar="CHECKPOINT", type=path_argument,
+                   help="continue the run saved in this checkpoint")
     p.add_argument("--force", action="store_true", help="replace a checkpoint already in the --out folder")
     p.add_argument("--max-steps", "--steps", dest="steps", type=int, default=None,
                    help=f"at most this many optimizer steps in all (default: {t.steps}); with --resume a new "
@@ -275,7 +276,7 @@ def translate_main(argv=None) -> int:
                        "codes: 0 all translated, 2 a bad argument, checkpoint or input line (the good lines "
                        "were still translated), 141 stdout closed or full, 130 Ctrl-C.")
     p.add_argument("dates", nargs="*", help="dates to rewrite; none: read one per line from stdin")
-    p.add_argument("--checkpoint", default=DEFAULT_CHECKPOINT, help="default: %(default)s")
+    p.add_argument("--checkpoint", default=DEFAULT_CHECKPOINT, type=path_argument, help="default: %(default)s")
     group = p.add_mutually_exclusive_group()
     group.add_argument("--beam", type=int, metavar="K", help="beam search with K beams")
     group.add_argument("--temperature", type=_finite, metavar="T", help="sample with temperature T (0 = greedy)")
@@ -366,7 +367,7 @@ def evaluate_main(argv=None) -> int:
     from .training import load_model
 
     p = _Parser(prog="dates-evaluate", description="Accuracy on the 2,000 held-out dates.")
-    p.add_argument("--checkpoint", default=DEFAULT_CHECKPOINT, help="default: %(default)s")
+    p.add_argument("--checkpoint", default=DEFAULT_CHECKPOINT, type=path_argument, help="default: %(default)s")
     p.add_argument("--beam", type=int, default=1, metavar="K", help="beam width (1 = greedy)")
     p.add_argument("--show", type=int, default=5, metavar="N", help="show up to N wrong outputs")
     p.add_argument("--json", action="store_true", help="print the result as JSON")

@@ -49,6 +49,14 @@ class Parser(argparse.ArgumentParser):
         return parsed
 
 
+def path_argument(text: str) -> str:
+    """argparse type for a file or folder option: an empty string is refused (it would mean
+    'no resume', 'the default model' or hidden files named '.svg' in the current folder)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty: give a path")
+    return text
+
+
 class OutputLost(Exception):
     """stdout cannot be written any more (not an OSError, so no command's own OSError handler
     mistakes it for a problem with its files)."""

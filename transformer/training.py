@@ -194,7 +194,7 @@ class Trainer:
                     if c.checkpoint_every and self.step % c.checkpoint_every == 0 or last_step or stop:
                         self.save(checkpoint_path, training_seconds())
                         saved_step = self.step
-                    if interrupt.requested:
+                    if interrupt.requested and not (last_step or stop):   # a finished run just finishes
                         if saved_step != self.step:
                             self.save(checkpoint_path, training_seconds())
                         raise TrainingInterrupted(self.step, checkpoint_path)

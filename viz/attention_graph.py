@@ -26,7 +26,7 @@ import numpy as np
 from minigrad import Tensor
 from minigrad.nn import record_scopes
 from transformer.checkpoint import CheckpointError
-from transformer.console import Parser, console_script
+from transformer.console import Parser, console_script, path_argument
 from transformer.dates import DateError
 from transformer.decoding import inference
 
@@ -177,7 +177,7 @@ def main(argv=None) -> int:
     parser.add_argument("--kind", choices=KINDS, default="encoder-self", help="which attention (default: %(default)s)")
     parser.add_argument("--layer", type=int, default=0, help="layer index, from 0 (default: %(default)s)")
     parser.add_argument("--backward", action="store_true", help="also show the gradients of sum(output)")
-    parser.add_argument("--out", default=os.path.join("runs", "viz", "attention_step"),
+    parser.add_argument("--out", type=path_argument, default=os.path.join("runs", "viz", "attention_step"),
                         help="output path without extension (default: %(default)s)")
     parser.add_argument("--format", action="append", choices=["svg", "png", "pdf"],
                         help="rendered format, repeatable (default: svg); the .dot is always written")

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from minigrad import Tensor, autograd_steps
-from transformer.console import Parser, console_script
+from transformer.console import Parser, console_script, path_argument
 
 from .animation_output import write_animation
 from .details import first_values, norm, tooltip_text
@@ -244,7 +244,7 @@ def main(argv=None) -> int:
     attention = parser.add_argument_group("with --attention")
     attention.add_argument("--layer", type=int, default=0, help="layer index, from 0 (default: %(default)s)")
     add_model_arguments(attention, default_date=DEFAULT_DATE)
-    parser.add_argument("--out", default=os.path.join("runs", "viz", "backward_animation"),
+    parser.add_argument("--out", type=path_argument, default=os.path.join("runs", "viz", "backward_animation"),
                         help="output path without extension (default: %(default)s)")
     parser.add_argument("--format", action="append", choices=["gif", "html"], help="default: both")
     parser.add_argument("--rankdir", choices=["TB", "LR"], default="TB")

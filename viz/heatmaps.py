@@ -23,7 +23,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from transformer.checkpoint import CheckpointError
-from transformer.console import Parser, console_script
+from transformer.console import Parser, console_script, path_argument
 from transformer.dates import DateError, decode
 from transformer.decoding import inference
 from transformer.run_dir import RunFolderError, log_lines
@@ -192,7 +192,7 @@ def main(argv=None) -> int:
     parser = Parser(prog="dates-heatmaps",
                     description="Attention heatmaps (every layer and head) for one date.")
     add_model_arguments(parser)
-    parser.add_argument("--out-dir", default=os.path.join("runs", "viz", "heatmaps"),
+    parser.add_argument("--out-dir", type=path_argument, default=os.path.join("runs", "viz", "heatmaps"),
                         help="folder for the PNGs (default: %(default)s)")
     parser.add_argument("--prefix", default="attention", help="file name prefix (default: %(default)s)")
     args = parser.parse_args(argv)
@@ -214,7 +214,7 @@ def curves_main(argv=None) -> int:
                     description="Loss and held-out exact-match curves from a training log.")
     parser.add_argument("log", nargs="?", default="runs/dates/train_log.jsonl",
                         help="the JSON-lines log written by dates-train (default: %(default)s)")
-    parser.add_argument("--out", default=os.path.join("runs", "viz", "training_curves.png"),
+    parser.add_argument("--out", type=path_argument, default=os.path.join("runs", "viz", "training_curves.png"),
                         help="output PNG (default: %(default)s)")
     args = parser.parse_args(argv)
     try:

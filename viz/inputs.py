@@ -15,6 +15,7 @@ import numpy as np
 
 import minigrad
 from transformer.config import ModelConfig
+from transformer.console import path_argument
 from transformer.dates import EOS, SOS, VOCAB, encode, parse_iso_date, translate_reference
 from transformer.decoding import greedy_decode
 from transformer.limits import check_model_size
@@ -47,7 +48,7 @@ def add_model_arguments(parser, default_date="1845-01-05", date_option=True):
     """The options every viz CLI shares: the date, a checkpoint or a fresh model's shape."""
     if date_option:
         parser.add_argument("--date", default=default_date, help="an ISO date YYYY-MM-DD (default: %(default)s)")
-    parser.add_argument("--checkpoint", metavar="PATH",
+    parser.add_argument("--checkpoint", metavar="PATH", type=path_argument,
                         help=f"a trained checkpoint (default: {DEFAULT_CHECKPOINT} when it exists)")
     parser.add_argument("--untrained", action="store_true",
                         help="draw a fresh, untrained model even when a checkpoint exists")
