@@ -57,7 +57,7 @@ def cheap_arguments(name, checkpoint, folder):
             "dates-heatmaps": ["--checkpoint", checkpoint, "--out-dir", str(folder / "maps")],
             "dates-plot-training": [str(log), "--out", str(folder / "curves.png")],
             "dates-explain": ["--checkpoint", checkpoint],
-            "dates-backward-animation": ["--out", str(folder / "anim"), "--format", "html"]}[name]
+            "dates-backward-animation": ["--out", str(folder / "anim"), "--format", "html"]}.get(name, ["--help"])
 
 
 def run(argv, **kwargs):
@@ -204,6 +204,22 @@ def test_evaluate_with_a_wide_beam_decodes_in_smaller_batches(checkpoint, monkey
 
 
 # --------------------------------------------------------------------------- Ctrl-C
+@pytest.mark.parametrize("name", ["dates-evaluate", "dates-heatmaps"])
+def test_ctrl_c_while_a_console_script_starts_is_one_line_and_130(checkpoint, tmp_path, name):
+    """SIGINT as soon as numpy is loaded: the command's modules are still being imported."""
+    import signal
+    import time
+    process = subprocess.Popen(command(name, *cheap_arguments(name, checkpoint, tmp_path)), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, cwd=REPO)
+    deadline = time.monotonic() + 60
+    while "_multiarray_umath" not in Path(f"/proc/{process.pid}/maps").read_text():
+        assert time.monotonic() < deadline and process.poll() is None
+        time.sleep(0.002)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == console.EXIT_INTERRUPTED and err == "interrupted\n", err
+
+
 def test_ctrl_c_anywhere_in_a_command_is_one_line_and_130(capsys):
     @console.console_script
     def main(argv=None):
