@@ -127,8 +127,10 @@ FORGED = {
                                "second moment, holds negative values"),
     "moment_beyond_float32": (lambda g, p: rewrite(g, p, on_buffer("m.2", lambda b: b.astype(np.float64) + 1e300)),
                               "optim/m.2 holds"),
-    "moment_of_no_parameter": (lambda g, p: rewrite(g, p, lambda m, o, s, meta: o.update({"m.999": o["m.0"]})),
+    "moment_of_no_parameter": (lambda g, p: rewrite(g, p, lambda m, o, s, meta: o.update({"m.999": o.pop("m.0")})),
                                "optim/m.999 is not a moment buffer"),
+    "more_moments_than_weights": (lambda g, p: rewrite(g, p, lambda m, o, s, meta: o.update({"m.0": np.zeros(10 ** 6)})),
+                                  "more than two per weight"),
     "last_step_infinite": (lambda g, p: rewrite(g, p, on_meta(lambda meta: meta["schedule"].update(
         last_step=float("inf")))), "schedule.last_step is inf"),
     "last_eval_step_infinite": (lambda g, p: rewrite(g, p, on_meta(lambda meta: meta["stopper"].update(
@@ -202,3 +204,17 @@ def test_a_forged_resume_that_diverges_never_replaces_the_checkpoint(good, tmp_p
 def test_a_good_checkpoint_still_loads_and_resumes(good):
     trainer = Trainer.resume(good)
     assert trainer.step == 2 and trainer.optimizer.step_count == 2
+
+
+def test_weights_beyond_what_the_config_describes_are_refused_before_any_is_read(good, tmp_path, monkeypatch):
+    """A stored (uncompressed) member can be as large as the file: its header is compared with
+    the config's parameter count first, so no weight is read (before: 2 GB read, then refused)."""
+    path = rewrite(good, tmp_path / "model.npz", lambda m, o, s, meta: m.update({"output.bias": np.zeros(10 ** 6,
+                                                                                                     np.float32)}))
+    read = []
+    real = checkpoint_module._read_data
+    monkeypatch.setattr(checkpoint_module, "_read_data", lambda archive, member: read.append(member.filename)
+                        or real(archive, member))
+    with pytest.raises(CheckpointError, match="does not fit the model it describes"):
+        load_checkpoint(path)
+    assert read == ["meta.json.npy"]

@@ -17,7 +17,8 @@ be unique and every member stored uncompressed (``np.savez`` never compresses, s
 member, which could inflate to gigabytes from a small file, is refused before it is read) and
 no larger than the file itself; ``meta.json`` is at most ``MAX_META_BYTES`` and at most
 ``MAX_META_DEPTH`` levels deep; every member's header is checked against its size before any
-array is allocated (no pickle, no object arrays); the weights and Adam's moment buffers must
+array is allocated (no pickle, no object arrays) and the headers must declare as many weights as
+the stored config describes before any weight is read; the weights and Adam's moment buffers must
 be finite floating-point numbers within float32's range (the model's dtype: a float64 1e300
 would load as inf); the stored model config must be valid and describe exactly as many
 weights as the file holds; and every stored training value a resumed run uses (the step,
@@ -189,8 +190,10 @@ def _read_arrays(path) -> dict:
             with zipfile.ZipFile(f) as archive:
                 members = archive.infolist()
                 _check_members(path, members, info.st_size)
-                return {_array_name(path, member): _read_member(path, archive, member)
-                        for member in members}
+                named = {_array_name(path, member): member for member in members}
+                sizes = {name: _read_header(path, archive, member) for name, member in named.items()}
+                _check_declared_sizes(path, archive, named, sizes)
+                return {name: _read_data(archive, member) for name, member in named.items()}
     except CheckpointError:
         raise
     except (OSError, EOFError, zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError,
@@ -226,9 +229,10 @@ def _array_name(path, member) -> str:
     return member.filename[:-len(".npy")]
 
 
-def _read_member(path, archive, member) -> np.ndarray:
-    """One .npy member: its header is checked against its stored size before reading, so a
-    forged header cannot make us allocate terabytes; object (pickled) arrays are refused."""
+def _read_header(path, archive, member) -> int:
+    """One .npy member's header -> its element count, checked against the member's stored
+    size, so a forged header cannot make us allocate terabytes; object (pickled) arrays are
+    refused."""
     name = member.filename
     with archive.open(member) as f:
         try:
@@ -242,10 +246,36 @@ def _read_member(path, archive, member) -> np.ndarray:
         if dtype.hasobject:
             raise CheckpointError(f"checkpoint {path} is corrupt or not a minigrad checkpoint "
                                   f"(member {name!r} holds pickled objects, which are never loaded)")
-        needed = int(np.prod(shape, dtype=np.float64)) * dtype.itemsize
-        if needed > member.file_size:
+        count = int(np.prod(shape, dtype=np.float64))
+        if count * dtype.itemsize > member.file_size:
             raise CheckpointError(f"checkpoint {path} is corrupt or not a minigrad checkpoint (member {name!r} "
-                                  f"declares {needed} bytes but holds {member.file_size})")
+                                  f"declares {count * dtype.itemsize} bytes but holds {member.file_size})")
+    return count
+
+
+def _check_declared_sizes(path, archive, named, sizes):
+    """Before any weight is read: the headers must declare as many weights as the stored
+    config describes (and at most two Adam moments per weight), so a file cannot make us
+    read more than its model needs. Left to the later checks, which name the problem, when
+    meta.json or its config is not sound."""
+    if "meta.json" not in named:
+        return
+    try:
+        meta = _read_meta(path, _read_data(archive, named["meta.json"]))
+        expected = ModelConfig.from_dict(meta.get("model_config")).num_parameters()
+    except (CheckpointError, ValueError, TypeError):
+        return
+    stored = sum(count for name, count in sizes.items() if name.startswith("model/"))
+    if stored != expected:
+        raise CheckpointError(f"checkpoint {path} does not fit the model it describes (its config "
+                              f"means {expected:,} weights, the file holds {stored:,})")
+    moments = sum(count for name, count in sizes.items() if name.startswith("optim/"))
+    if moments > 2 * expected:
+        raise CheckpointError(f"checkpoint {path} has an invalid training state (its optimizer buffers hold "
+                              f"{moments:,} values, more than two per weight)")
+
+
+def _read_data(archive, member) -> np.ndarray:
     with archive.open(member) as f:       # the header is sound: read the data as np.load does
         return np.lib.format.read_array(f, allow_pickle=False)
 
