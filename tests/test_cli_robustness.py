@@ -445,3 +445,13 @@ def test_a_signal_during_the_final_evaluation_does_not_offer_to_resume_a_finishe
     out, err = capsys.readouterr()
     assert code == 0 and "resume" not in err, err
     assert "held-out exact match" in out
+
+
+@pytest.mark.parametrize("name", sorted(console_scripts()))
+def test_every_console_script_documents_its_exit_codes(name, capsys):
+    import importlib
+    module, function = console_scripts()[name].split(":")
+    with pytest.raises(SystemExit):
+        getattr(importlib.import_module(module), function)(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "130 Ctrl-C" in text and "141 stdout closed or full" in text, text

@@ -274,7 +274,7 @@ def translate_main(argv=None) -> int:
                        f"read and translated in batches of {STDIN_BATCH} as they come: a bad line gets one "
                        "'error: stdin line N: ...' line on stderr and the others are still translated. Exit "
                        "codes: 0 all translated, 2 a bad argument, checkpoint or input line (the good lines "
-                       "were still translated), 141 stdout closed or full, 130 Ctrl-C.")
+                       "were still translated), 130 Ctrl-C, 141 stdout closed or full.")
     p.add_argument("dates", nargs="*", help="dates to rewrite; none: read one per line from stdin")
     p.add_argument("--checkpoint", default=DEFAULT_CHECKPOINT, type=path_argument, help="default: %(default)s")
     group = p.add_mutually_exclusive_group()

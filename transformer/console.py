@@ -29,8 +29,17 @@ def fail(message: str) -> int:
     return EXIT_USAGE
 
 
+EXIT_CODES = (f"Exit codes: 0 done, {EXIT_USAGE} a bad argument, input, checkpoint or folder (one line on "
+              f"stderr), {EXIT_INTERRUPTED} Ctrl-C, {EXIT_OUTPUT_LOST} stdout closed or full.")
+
+
 class Parser(argparse.ArgumentParser):
-    """argparse with the project's one-line errors (exit code 2, as argparse's own)."""
+    """argparse with the project's one-line errors (exit code 2, as argparse's own); the
+    exit codes are the --help's epilog unless the command gives its own."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("epilog", EXIT_CODES)
+        super().__init__(*args, **kwargs)
 
     def error(self, message):
         self.exit(EXIT_USAGE, f"error: {message} (see {self.prog} --help)\n")
