@@ -6,8 +6,10 @@ It trains the model of ``dates-train --seed S`` into ``runs/readme-seed-S/`` (or
 already there: ``--retrain`` trains it again), then runs the commands that
 ``commands(seed)`` lists, in order, as the README's *See it* section quotes them: the attention
 step of the decoder's masked self-attention with its gradients (the whole graph as SVG and the
-scores -> mask -> softmax thumbnail as PNG), the three heatmaps, the backward animation and the
-training curves. The ``.dot`` files the graph commands write beside their pictures are removed.
+scores -> mask -> softmax thumbnail as PNG), the three heatmaps, the backward animation, the
+training curves and the dates-explore page, of which headless Chromium then takes the screenshot
+``explorer.png`` (backward step 6, ``weights`` clicked, the pointer on a cell of head 0; it needs
+Playwright and ``apt-get install chromium``, else that one image is left as it is, with a note). The ``.dot`` files the graph commands write beside their pictures are removed.
 Rendering needs Graphviz's ``dot``; without it this stops with the install hint.
 
 Runs without installing (each command is called in this process, as its console script would be).
@@ -27,7 +29,7 @@ DATE = "1845-01-05"
 # what the commands below draw: every file docs/images/ holds
 IMAGE_FILES = ("attention_step.svg", "attention_step_mask.png", "attention_heatmap_encoder-self.png",
                "attention_heatmap_decoder-self.png", "attention_heatmap_cross.png", "backward_animation.gif",
-               "training_curves.png")
+               "training_curves.png", "explorer.png")
 
 
 def run_folder(seed: int) -> str:
@@ -49,15 +51,40 @@ def commands(seed: int) -> list:
         f"dates-heatmaps --checkpoint {checkpoint} --date {DATE} --out-dir {IMAGES} --prefix attention_heatmap",
         f"dates-backward-animation --out {IMAGES}/backward_animation --format gif",
         f"dates-plot-training {run_folder(seed)}/train_log.jsonl --out {IMAGES}/training_curves.png",
+        f"dates-explore --checkpoint {checkpoint} --date {DATE} --kind decoder-self --out {explorer_page(seed)}",
     ]
+
+
+def explorer_page(seed: int) -> str:
+    return os.path.join(run_folder(seed), "explorer.html")
+
+
+def screenshot_explorer(page_path: str, png_path: str) -> bool:
+    """The README's picture of the explorer: backward step 6, ``weights`` clicked, the pointer on
+    a cell of head 0. False (and a note) when no browser can be driven here."""
+    from viz.browser import SKIP_REASON, open_page
+    if SKIP_REASON is not None:
+        print(f"note: {png_path} not redrawn: {SKIP_REASON}")
+        return False
+    with open_page(page_path) as opened:
+        page = opened.page
+        page.evaluate("n => { const s = document.getElementById('step'); s.value = n; "
+                      "s.dispatchEvent(new Event('input')); }", 6)
+        page.click('g.node.tensor[data-name="weights"]')
+        box = page.locator("#att-canvas").bounding_box()
+        page.mouse.move(box["x"] + box["width"] * 0.3, box["y"] + box["height"] * 0.6)
+        page.screenshot(path=png_path)
+    print(f"$ (headless Chromium) screenshot of {page_path} -> {png_path}")
+    return True
 
 
 def console_scripts() -> dict:
     from transformer.cli import train_main
     from viz.attention_graph import main as attention_graph
     from viz.backward_animation import main as backward_animation
+    from viz.explorer.cli import main as explore
     from viz.heatmaps import curves_main, main as heatmaps
-    return {"dates-train": train_main, "dates-attention-graph": attention_graph, "dates-heatmaps": heatmaps,
+    return {"dates-explore": explore, "dates-train": train_main, "dates-attention-graph": attention_graph, "dates-heatmaps": heatmaps,
             "dates-backward-animation": backward_animation, "dates-plot-training": curves_main}
 
 
@@ -83,6 +110,7 @@ def main(argv=None) -> int:
         print(f"using the model already trained in {checkpoint} (--retrain trains it again)")
     for command in commands(args.seed):
         run(command, scripts)
+    screenshot_explorer(explorer_page(args.seed), os.path.join(IMAGES, "explorer.png"))
     for name in os.listdir(IMAGES):
         if name.endswith(".dot"):
             os.remove(os.path.join(IMAGES, name))

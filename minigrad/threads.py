@@ -15,7 +15,8 @@ machine's load therefore takes another path from the same seed. Hence:
   makes small products that gain little from a second thread on a quiet machine and
   lose several-fold on a busy one.
 
-``MINIGRAD_BLAS_THREADS=N`` forces N threads for both (repeatable for the same N),
+``MINIGRAD_BLAS_THREADS=N`` forces N threads for both (repeatable for the same N;
+1 <= N <= ``MAX_THREADS``),
 ``auto`` selects the policy above for training; ``dates-train --blas-threads`` sets the
 same for one run. Thread counts are switched at run time with threadpoolctl.
 """
@@ -29,6 +30,7 @@ import numpy  # noqa: F401  (threadpoolctl only finds BLAS libraries that are al
 
 ENV_VAR = "MINIGRAD_BLAS_THREADS"
 TRAINING_DEFAULT = 1    # repeatable runs on any load (see above); "auto" for speed on a quiet machine
+MAX_THREADS = 256       # a forced count above this is refused (the console scripts also warn above the cores)
 
 _blas = None            # threadpoolctl controller of the loaded BLAS libraries (made once: ~10 ms)
 _blas_default = 1       # threads BLAS had before anyone limited it
@@ -44,8 +46,9 @@ def blas_setting(value=None, default="auto"):
         if text in ("", "auto"):
             return "auto"
         value = int(text) if text.isdigit() else value
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{source}: BLAS threads must be 'auto' or a whole number >= 1, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_THREADS:
+        raise ValueError(f"{source}: BLAS threads must be 'auto' or a whole number >= 1 and <= {MAX_THREADS}, "
+                         f"got {value!r}")
     return value
 
 

@@ -3,7 +3,7 @@ equals what the engine computes, found independently of the page's own data."""
 import numpy as np
 import pytest
 
-from chromium import SKIP_REASON, open_page
+from viz.browser import SKIP_REASON, open_page
 from minigrad import autograd_steps
 from viz.attention_graph import find_named_tensor, run_attention_step
 from viz.explorer.cli import write_explorer

@@ -4,7 +4,7 @@ import shutil
 
 import pytest
 
-from chromium import SKIP_REASON, open_page
+from viz.browser import SKIP_REASON, open_page
 from viz.backward_animation import attention_root, backward_frames
 from viz.animation_output import write_animation
 from viz.inputs import load_or_create_model

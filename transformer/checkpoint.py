@@ -12,14 +12,26 @@ target (``os.replace`` is atomic) and the folder is fsynced: an interrupted or f
 never leaves a half-written checkpoint, and the previous one stays intact. The file gets the
 usual permissions (0644 under the default umask), like the training log.
 
-Loading trusts nothing: a FIFO or folder is refused before it is opened, every member's
-header is read and checked against its size before any array is allocated (no pickle, no
-object arrays), the weights must be finite floating-point numbers, and the stored model
-config must be valid and describe exactly as many weights as the file holds. Every problem
-is one ``CheckpointError`` naming the file and what is wrong.
+Loading trusts nothing: a FIFO or folder is refused before it is opened; member names must
+be unique and every member stored uncompressed (``np.savez`` never compresses, so a deflated
+member, which could inflate to gigabytes from a small file, is refused before it is read) and
+no larger than the file itself; ``meta.json`` is at most ``MAX_META_BYTES`` and at most
+``MAX_META_DEPTH`` levels deep; every member's header is checked against its size before any
+array is allocated (no pickle, no object arrays) and the headers must declare as many weights as
+the stored config describes before any weight is read; the weights and Adam's moment buffers must
+be finite floating-point numbers within float32's range (the model's dtype: a float64 1e300
+would load as inf); the stored model config must be valid and describe exactly as many
+weights as the file holds; and every stored training value a resumed run uses (the step,
+Adam's step count, betas, eps, weight decay and moment buffers, the learning-rate schedule,
+the stopping rule's state and both random generators' states) is checked for type and range
+(``_check_training_state``). Every problem is one ``CheckpointError`` naming the file and what
+is wrong. ``check_savable`` refuses to write weights that are not finite, so a run that
+diverged never replaces the last good checkpoint.
 """
 import json
+import math
 import os
+import re
 import stat
 import zipfile
 
@@ -28,6 +40,10 @@ import numpy as np
 from .config import ModelConfig
 
 FORMAT_VERSION = 1
+MAX_META_BYTES = 64 * 2 ** 20     # meta.json: configs, schedule, RNG states and the evaluation history
+                                  # (~100 bytes per evaluation: 600,000 evaluations fit)
+MAX_META_DEPTH = 32               # nesting of meta.json (ours is 4 deep): refused before json parses it
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 class CheckpointError(Exception):
@@ -86,17 +102,12 @@ def load_checkpoint(path):
     arrays = _read_arrays(path)
     if "meta.json" not in arrays:
         raise CheckpointError(f"checkpoint {path} has no meta.json entry: not a minigrad checkpoint")
-    raw = arrays.pop("meta.json")
-    try:
-        if raw.dtype != np.uint8:
-            raise ValueError(f"meta.json is stored as {raw.dtype}, not bytes")
-        meta = json.loads(raw.tobytes().decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as error:
-        raise CheckpointError(f"checkpoint {path} has unreadable metadata ({error})") from None
-    if not isinstance(meta, dict):
-        raise CheckpointError(f"checkpoint {path} has unreadable metadata (meta.json is not a JSON object)")
-    if meta.get("format_version") != FORMAT_VERSION:
-        raise CheckpointError(f"checkpoint {path} has format version {meta.get('format_version')}, "
+    meta = _read_meta(path, arrays.pop("meta.json"))
+    version = meta.get("format_version")
+    if type(version) is not int or version != FORMAT_VERSION:
+        stored = (f"{version!r} (a JSON {_json_kind(version)}, not the number {FORMAT_VERSION})"
+                  if type(version) is not int else str(version))
+        raise CheckpointError(f"checkpoint {path} has format version {stored}; "
                               f"this code reads version {FORMAT_VERSION}")
     model_state = {k[len("model/"):]: v for k, v in arrays.items() if k.startswith("model/")}
     optimizer_state = {k[len("optim/"):]: v for k, v in arrays.items() if k.startswith("optim/")}
@@ -107,8 +118,47 @@ def load_checkpoint(path):
     scalars = meta.pop("optimizer_scalars", {})
     if not isinstance(scalars, dict):
         raise CheckpointError(f"checkpoint {path} has unreadable metadata (optimizer_scalars is not an object)")
+    _check_training_state(path, meta, scalars, optimizer_state, model_state)
     optimizer_state.update(scalars)
     return model_state, optimizer_state, meta
+
+
+def _read_meta(path, raw) -> dict:
+    """meta.json's bytes -> a dict: bounded in size (checked before reading) and in depth
+    (checked before parsing: Python's json recurses once per level)."""
+    try:
+        if raw.dtype != np.uint8 or raw.ndim != 1:
+            raise ValueError(f"meta.json is stored as {raw.dtype} {raw.shape}, not bytes")
+        text = raw.tobytes().decode("utf-8")
+        depth = _json_depth(text)
+        if depth > MAX_META_DEPTH:
+            raise ValueError(f"nested {depth} levels deep, more than the {MAX_META_DEPTH} a checkpoint uses")
+        meta = json.loads(text)
+    except (UnicodeDecodeError, ValueError, RecursionError) as error:
+        raise CheckpointError(f"checkpoint {path} has unreadable metadata ({error})") from None
+    if not isinstance(meta, dict):
+        raise CheckpointError(f"checkpoint {path} has unreadable metadata (meta.json is not a JSON object)")
+    return meta
+
+
+_JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def _json_depth(text: str) -> int:
+    """The deepest nesting of brackets in a JSON text (brackets inside strings do not count)."""
+    depth = deepest = 0
+    for token in _JSON_TOKENS.findall(text):
+        if token in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif token in "]}":
+            depth -= 1
+    return deepest
+
+
+def _json_kind(value) -> str:
+    return {str: "string", float: "number", bool: "boolean", list: "array", dict: "object",
+            type(None): "null"}.get(type(value), type(value).__name__)
 
 
 def _read_arrays(path) -> dict:
@@ -132,13 +182,38 @@ def _read_arrays(path) -> dict:
                 raise CheckpointError(f"checkpoint {path} is corrupt or not a minigrad checkpoint "
                                       "(not a .npz archive)")
             with zipfile.ZipFile(f) as archive:
-                return {_array_name(path, member): _read_member(path, archive, member)
-                        for member in archive.infolist()}
+                members = archive.infolist()
+                _check_members(path, members, info.st_size)
+                named = {_array_name(path, member): member for member in members}
+                sizes = {name: _read_header(path, archive, member) for name, member in named.items()}
+                _check_declared_sizes(path, archive, named, sizes)
+                return {name: _read_data(archive, member) for name, member in named.items()}
     except CheckpointError:
         raise
     except (OSError, EOFError, zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError,
             ValueError, RuntimeError) as error:
         raise CheckpointError(f"checkpoint {path} is corrupt or not a minigrad checkpoint ({error})") from None
+
+
+def _check_members(path, members, file_size):
+    """Before any member is read: names unique (zipfile would silently give the last copy),
+    stored uncompressed (as np.savez writes them) and no larger than the whole file."""
+    seen = set()
+    for member in members:
+        name = member.filename
+        if name in seen:
+            raise CheckpointError(f"checkpoint {path} is corrupt or not a minigrad checkpoint "
+                                  f"(member {name!r} appears twice)")
+        seen.add(name)
+        if member.compress_type != zipfile.ZIP_STORED:
+            raise CheckpointError(f"checkpoint {path} is corrupt or not a minigrad checkpoint (member {name!r} "
+                                  "is compressed; dates-train writes uncompressed members only)")
+        if member.file_size > file_size:
+            raise CheckpointError(f"checkpoint {path} is corrupt or not a minigrad checkpoint (member {name!r} "
+                                  f"declares {member.file_size} bytes, more than the whole file's {file_size})")
+        if name == "meta.json.npy" and member.file_size > MAX_META_BYTES:
+            raise CheckpointError(f"checkpoint {path} has unreadable metadata (meta.json is {member.file_size} "
+                                  f"bytes, more than the limit of {MAX_META_BYTES})")
 
 
 def _array_name(path, member) -> str:
@@ -148,9 +223,10 @@ def _array_name(path, member) -> str:
     return member.filename[:-len(".npy")]
 
 
-def _read_member(path, archive, member) -> np.ndarray:
-    """One .npy member: its header is checked against its stored size before reading, so a
-    forged header cannot make us allocate terabytes; object (pickled) arrays are refused."""
+def _read_header(path, archive, member) -> int:
+    """One .npy member's header -> its element count, checked against the member's stored
+    size, so a forged header cannot make us allocate terabytes; object (pickled) arrays are
+    refused."""
     name = member.filename
     with archive.open(member) as f:
         try:
@@ -164,10 +240,36 @@ def _read_member(path, archive, member) -> np.ndarray:
         if dtype.hasobject:
             raise CheckpointError(f"checkpoint {path} is corrupt or not a minigrad checkpoint "
                                   f"(member {name!r} holds pickled objects, which are never loaded)")
-        needed = int(np.prod(shape, dtype=np.float64)) * dtype.itemsize
-        if needed > member.file_size:
+        count = int(np.prod(shape, dtype=np.float64))
+        if count * dtype.itemsize > member.file_size:
             raise CheckpointError(f"checkpoint {path} is corrupt or not a minigrad checkpoint (member {name!r} "
-                                  f"declares {needed} bytes but holds {member.file_size})")
+                                  f"declares {count * dtype.itemsize} bytes but holds {member.file_size})")
+    return count
+
+
+def _check_declared_sizes(path, archive, named, sizes):
+    """Before any weight is read: the headers must declare as many weights as the stored
+    config describes (and at most two Adam moments per weight), so a file cannot make us
+    read more than its model needs. Left to the later checks, which name the problem, when
+    meta.json or its config is not sound."""
+    if "meta.json" not in named:
+        return
+    try:
+        meta = _read_meta(path, _read_data(archive, named["meta.json"]))
+        expected = ModelConfig.from_dict(meta.get("model_config")).num_parameters()
+    except (CheckpointError, ValueError, TypeError):
+        return
+    stored = sum(count for name, count in sizes.items() if name.startswith("model/"))
+    if stored != expected:
+        raise CheckpointError(f"checkpoint {path} does not fit the model it describes (its config "
+                              f"means {expected:,} weights, the file holds {stored:,})")
+    moments = sum(count for name, count in sizes.items() if name.startswith("optim/"))
+    if moments > 2 * expected:
+        raise CheckpointError(f"checkpoint {path} has an invalid training state (its optimizer buffers hold "
+                              f"{moments:,} values, more than two per weight)")
+
+
+def _read_data(archive, member) -> np.ndarray:
     with archive.open(member) as f:       # the header is sound: read the data as np.load does
         return np.lib.format.read_array(f, allow_pickle=False)
 
@@ -180,6 +282,105 @@ def _check_weights(path, name, value):
     if bad:
         raise CheckpointError(f"checkpoint {path}: {name} holds {bad} non-finite values (NaN or inf); "
                               "the run that wrote it diverged")
+    if value.dtype.itemsize > 4 and value.size:
+        too_big = int(np.count_nonzero(np.abs(value) > FLOAT32_MAX))
+        if too_big:
+            raise CheckpointError(f"checkpoint {path}: {name} holds {too_big} values beyond float32's range "
+                                  f"(|x| > {FLOAT32_MAX:.4g}), which would load as inf")
+
+
+def check_savable(path, model_state: dict, optimizer_state: dict):
+    """Before a save: the weights and moment buffers must be finite. A run that diverged
+    (NaN loss) stops here, and ``path`` keeps its last good checkpoint."""
+    arrays = [*(("model/" + k, v) for k, v in model_state.items()),
+              *(("optim/" + k, v) for k, v in optimizer_state.items() if isinstance(v, np.ndarray))]
+    for name, value in arrays:
+        bad = int(np.size(value) - np.count_nonzero(np.isfinite(value)))
+        if bad:
+            raise CheckpointError(f"training diverged: {name} holds {bad} non-finite values (NaN or inf), so "
+                                  f"this step was not saved; {path} keeps the last good checkpoint, if any "
+                                  "(try a lower --lr or --clip)")
+
+
+# ----------------------------------------------------- the state a resumed run uses
+_MOMENT_KEY = re.compile(r"^(m|v)\.(\d+)$")
+_UINT64, _UINT128 = 2 ** 64, 2 ** 128
+
+
+def _is_int(value) -> bool:
+    return type(value) is int
+
+
+def _is_number(value) -> bool:
+    return type(value) in (int, float) and math.isfinite(value)
+
+
+def _check_training_state(path, meta, scalars, optimizer_state, model_state):
+    """Every stored value a resumed run reads, checked for type and range before it is used.
+    Values that are absent are left to the reader (``Trainer.resume`` names a missing one)."""
+    def refuse(what):
+        raise CheckpointError(f"checkpoint {path} has an invalid training state ({what})")
+
+    def check(container, where, key, valid, expected):
+        if key in container and not valid(container[key]):
+            refuse(f"{where}{key} is {container[key]!r}, expected {expected}")
+
+    check(meta, "", "step", lambda v: _is_int(v) and v >= 0, "an integer >= 0")
+    check(meta, "", "elapsed", lambda v: _is_number(v) and v >= 0, "a finite number of seconds >= 0")
+    check(meta, "", "history", lambda v: isinstance(v, list) and all(isinstance(r, dict) for r in v),
+          "a list of evaluation records")
+    # Adam's scalars (optim.Adam.state_dict)
+    check(scalars, "optimizer ", "step_count", lambda v: _is_int(v) and v >= 0, "an integer >= 0")
+    check(scalars, "optimizer ", "lr", lambda v: _is_number(v) and 0 <= v <= 1, "a number in [0, 1]")
+    check(scalars, "optimizer ", "betas",
+          lambda v: isinstance(v, list) and len(v) == 2 and all(_is_number(b) and 0 <= b < 1 for b in v),
+          "two numbers in [0, 1)")
+    check(scalars, "optimizer ", "eps", lambda v: _is_number(v) and 0 <= v <= 1, "a number in [0, 1]")
+    check(scalars, "optimizer ", "weight_decay", lambda v: _is_number(v) and v >= 0, "a finite number >= 0")
+    # Adam's moment buffers: one (m, v) pair per parameter, in parameter (= stored) order
+    shapes = [value.shape for value in model_state.values()]
+    for key, value in optimizer_state.items():
+        match = _MOMENT_KEY.match(key)
+        if not match or int(match.group(2)) >= len(shapes):
+            refuse(f"optim/{key} is not a moment buffer of any of the {len(shapes)} parameters")
+        if value.shape != shapes[int(match.group(2))]:
+            refuse(f"optim/{key} has shape {value.shape}, its parameter {shapes[int(match.group(2))]}")
+        if match.group(1) == "v" and value.size and float(value.min()) < 0:
+            refuse(f"optim/{key}, Adam's second moment, holds negative values")
+    # the learning-rate schedule (optim.LRSchedule) and the stopping rule (stopping.TargetStop)
+    schedule = meta.get("schedule", {})
+    if not isinstance(schedule, dict):
+        refuse("schedule is not an object")
+    check(schedule, "schedule.", "last_step", lambda v: _is_int(v) and v >= 0, "an integer >= 0")
+    check(schedule, "schedule.", "cooldown_start", lambda v: v is None or (_is_int(v) and v >= 0),
+          "null or an integer >= 0")
+    stopper = meta.get("stopper", {})
+    if not isinstance(stopper, dict):
+        refuse("stopper is not an object")
+    check(stopper, "stopper.", "recent",
+          lambda v: isinstance(v, list) and len(v) <= 64 and all(_is_number(x) and 0 <= x <= 1 for x in v),
+          "a short list of fractions in [0, 1]")
+    for key in ("hit_step", "reached_step"):
+        check(stopper, "stopper.", key, lambda v: v is None or (_is_int(v) and v >= 0), "null or an integer >= 0")
+    check(stopper, "stopper.", "last_eval_step", lambda v: _is_int(v) and v >= 0, "an integer >= 0")
+    check(stopper, "stopper.", "hit_at", lambda v: _is_number(v) and 0 <= v <= 1, "a fraction in [0, 1]")
+    check(stopper, "stopper.", "reached_seconds", lambda v: v is None or (_is_number(v) and v >= 0),
+          "null or a number of seconds >= 0")
+    # the random generators (numpy's PCG64, the bit generator behind default_rng)
+    for key in ("minigrad_rng", "data_rng"):
+        if key in meta and not _valid_pcg64_state(meta[key]):
+            refuse(f"{key} is not a valid PCG64 random generator state")
+
+
+def _valid_pcg64_state(state) -> bool:
+    if not isinstance(state, dict) or set(state) != {"bit_generator", "state", "has_uint32", "uinteger"}:
+        return False
+    inner = state["state"]
+    if state["bit_generator"] != "PCG64" or not isinstance(inner, dict) or set(inner) != {"state", "inc"}:
+        return False
+    return (all(_is_int(inner[k]) and 0 <= inner[k] < _UINT128 for k in ("state", "inc"))
+            and state["has_uint32"] in (0, 1) and _is_int(state["has_uint32"])
+            and _is_int(state["uinteger"]) and 0 <= state["uinteger"] < _UINT64)
 
 
 def _check_model_config(path, meta, model_state):

@@ -5,12 +5,14 @@
     dates-evaluate    exact-match and per-character accuracy on the held-out set
 
 Bad input (not a date, 2023-02-30, a missing or corrupt checkpoint, a number that makes
-no sense, an unwritable --out) gets a one-line message and exit code 2, never a traceback.
-Ctrl-C in dates-train saves the last completed step and exits with 130; a closed stdout
-(`| head -1`) ends quietly.
+no sense or is too large to honour, an unwritable --out) gets a one-line message and exit
+code 2, never a traceback. Ctrl-C in dates-train saves the last completed step and exits
+with 130. Every command goes through ``console.console_script``: a closed stdout (`| head -1`)
+ends quietly with 141 (dates-train saves its last step first), a full one (`>/dev/full`) with
+141 and one line, Ctrl-C anywhere with 130 and one line. dates-translate reads stdin as a
+stream, in batches, and reports a bad line without stopping.
 """
 import argparse
-import functools
 import json
 import math
 import os
@@ -19,49 +21,15 @@ import time
 
 import numpy as np
 
+from .console import EXIT_INTERRUPTED, EXIT_OUTPUT_LOST, console_script, path_argument
+from .console import Parser as _Parser
+from .console import fail as _fail
+from .limits import at_most
+
 DEFAULT_CHECKPOINT = "runs/dates/model.npz"
 DEFAULT_OUT = "runs/dates"
-EXIT_INTERRUPTED = 130      # 128 + SIGINT, what a shell reports for Ctrl-C
-EXIT_BROKEN_PIPE = 141      # 128 + SIGPIPE, what `yes | head -1` reports for `yes`
+EXIT_BROKEN_PIPE = EXIT_OUTPUT_LOST      # the name older code and tests use
 COMPILE_SECONDS = 4         # a cold cache's compile before the first step, on two cores (README, Results)
-
-
-def _fail(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
-    return 2
-
-
-class _HelpWithDefaults(argparse.RawDescriptionHelpFormatter):
-    """argparse's ArgumentDefaultsHelpFormatter, except that a default the help already states,
-    ``None`` or a switch's ``False`` is not repeated; descriptions keep their paragraphs."""
-
-    def _get_help_string(self, action):
-        text = action.help or ""
-        if "default" in text or action.default is None or action.default is False \
-                or action.default == argparse.SUPPRESS:
-            return text
-        return text + " (default: %(default)s)"
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse with the project's one-line errors (exit code 2, as argparse's own) and every
-    option's default in its help."""
-
-    def __init__(self, *args, **kwargs):
-        kwargs.setdefault("formatter_class", _HelpWithDefaults)
-        super().__init__(*args, **kwargs)
-
-    def error(self, message):
-        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
-
-    def parse_args(self, args=None, namespace=None):
-        parsed = super().parse_args(args, namespace)
-        from minigrad.threads import blas_setting
-        try:
-            blas_setting()        # a bad MINIGRAD_BLAS_THREADS: one line now, not a traceback mid-run
-        except ValueError as error:
-            self.exit(2, f"error: {error}\n")
-        return parsed
 
 
 def _finite(text: str) -> float:
@@ -90,21 +58,6 @@ def _decoding_kernels():
     """
     from minigrad import kernels
     return kernels.use_backend("numpy")
-
-
-def _quiet_on_closed_stdout(main):
-    """`dates-translate ... | head -1`: the reader left; end quietly, as `yes | head` does."""
-    @functools.wraps(main)
-    def wrapper(argv=None):
-        try:
-            code = main(argv)
-            sys.stdout.flush()
-            return code
-        except BrokenPipeError:
-            # Python would report the failed flush at exit: point stdout at /dev/null first
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            return EXIT_BROKEN_PIPE
-    return wrapper
 
 
 # ------------------------------------------------------------------- train
@@ -150,7 +103,8 @@ def _run_options(p, t):
     p.add_argument("--out", default=None,
                    help=f"folder for the checkpoint and training log (default: {DEFAULT_OUT}; with --resume "
                         "the checkpoint's folder)")
-    p.add_argument("--resume", metavar="CHECKPOINT", help="continue the run saved in this checkpoint (default: a new run)")
+    p.add_argument("--resume", metavar="CHECKPOINT", type=path_argument,
+                   help="continue the run saved in this checkpoint (default: a new run)")
     p.add_argument("--force", action="store_true", help="replace a checkpoint already in the --out folder")
     p.add_argument("--seed", type=int, default=t.seed,
                    help="seeds the initial weights, dropout and the training batches. With a fixed BLAS thread "
@@ -193,17 +147,17 @@ def _optimizer_options(p, t, schedules):
     p.add_argument("--schedule", choices=schedules, default=t.schedule,
                    help="after warm-up. plateau: the peak rate until --cooldown-at, then the cool-down; cosine: "
                         "to 0 at --max-steps; inverse_sqrt; constant")
-    p.add_argument("--batch-size", type=int, default=t.batch_size, help="dates per training step")
+    p.add_argument("--batch-size", type=at_most("--batch-size"), default=t.batch_size, help="dates per training step")
     p.add_argument("--clip", type=_finite, default=t.clip, help="max global gradient norm, 0 for none")
     p.add_argument("--label-smoothing", type=_finite, default=t.label_smoothing,
                    help="cross-entropy label smoothing, 0 for none")
 
 
 def _model_options(p, m):
-    p.add_argument("--d-model", type=int, default=m.d_model, help="width of embeddings and every layer")
-    p.add_argument("--heads", type=int, default=m.num_heads, help="attention heads (must divide --d-model)")
-    p.add_argument("--layers", type=int, default=m.num_encoder_layers, help="encoder and decoder layers each")
-    p.add_argument("--d-ff", type=int, default=m.d_ff, help="hidden width of each feed-forward block")
+    p.add_argument("--d-model", type=at_most("--d-model"), default=m.d_model, help="width of embeddings and every layer")
+    p.add_argument("--heads", type=at_most("--heads"), default=m.num_heads, help="attention heads (must divide --d-model)")
+    p.add_argument("--layers", type=at_most("--layers"), default=m.num_encoder_layers, help="encoder and decoder layers each")
+    p.add_argument("--d-ff", type=at_most("--d-ff"), default=m.d_ff, help="hidden width of each feed-forward block")
     p.add_argument("--dropout", type=_finite, default=m.dropout,
                    help="dropout on embeddings, sublayers and attention weights (attention then runs op by op)")
     p.add_argument("--positional", choices=["sinusoidal", "learned"], default=m.positional,
@@ -212,6 +166,7 @@ def _model_options(p, m):
 
 def _new_trainer(args, out_dir):
     from .config import ModelConfig
+    from .limits import check_model_size
     from .training import TrainConfig, Trainer
 
     model_config = ModelConfig(d_model=args.d_model, num_heads=args.heads, num_encoder_layers=args.layers,
@@ -224,6 +179,7 @@ def _new_trainer(args, out_dir):
         if getattr(args, name) is not None:
             values[name] = getattr(args, name)
     train_config = TrainConfig(**values)          # every number checked before any work
+    check_model_size(model_config, train_config.batch_size)
     return lambda: Trainer(model_config, train_config, out_dir=out_dir)
 
 
@@ -283,7 +239,7 @@ def _train_stopped(error, out_dir) -> int:
     return _fail(str(error))                      # CheckpointError, RunFolderError
 
 
-@_quiet_on_closed_stdout
+@console_script
 def train_main(argv=None) -> int:
     from .checkpoint import CheckpointError
     from .run_dir import RunFolderError
@@ -310,12 +266,17 @@ def train_main(argv=None) -> int:
         summary = trainer.run(progress=not args.no_progress, profile_step=args.profile,
                               blas_threads=args.blas_threads)
     except BrokenPipeError:
-        raise                  # stdout's reader left (`| head`): _quiet_on_closed_stdout ends quietly
+        raise                  # stdout's reader left (`| head`): console_script ends quietly
     except (CheckpointError, RunFolderError, KeyboardInterrupt, OSError) as error:
         return _train_stopped(error, out_dir)
     finally:
         lock.release()
-    _print_summary(summary, trainer, time.perf_counter() - wall_start)
+    try:
+        _print_summary(summary, trainer, time.perf_counter() - wall_start)
+    except KeyboardInterrupt:
+        print(f"interrupted during the summary; the run had finished and is saved in {summary['checkpoint']}",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
     return 0
 
 
@@ -349,17 +310,62 @@ def _print_summary(summary, trainer, wall):
 
 
 # --------------------------------------------------------------- translate
-@_quiet_on_closed_stdout
+STDIN_BATCH = 256           # dates decoded together when reading stdin (memory stays bounded)
+MAX_LINE = 100              # longest stdin line looked at (a date is 10 characters)
+
+
+def _check_beam(beam):
+    from .decoding import MAX_BEAM
+    if beam is not None and beam < 1:
+        return _fail(f"--beam must be at least 1, got {beam}")
+    if beam is not None and beam > MAX_BEAM:
+        return _fail(f"--beam must be at most {MAX_BEAM}, got {beam} (each beam costs as much memory "
+                     "and time as decoding every date once more)")
+    return None
+
+
+def _stdin_lines(stream):
+    """(line number, text or None, problem or None) for each line of ``stream``, read a line at
+    a time whatever its size: a line longer than MAX_LINE (binary garbage, /dev/zero) is
+    skipped in chunks and reported, a line that is not UTF-8 is reported."""
+    binary = getattr(stream, "buffer", stream)
+    number = 0
+    while True:
+        line = binary.readline(MAX_LINE + 1)
+        if not line:
+            return
+        number += 1
+        newline = b"\n" if isinstance(line, bytes) else "\n"
+        if len(line) > MAX_LINE and not line.endswith(newline):
+            while line and not line.endswith(newline):      # skip the rest of the line
+                line = binary.readline(1 << 16)
+            yield number, None, f"longer than {MAX_LINE} characters, not a date"
+            continue
+        if isinstance(line, bytes):
+            try:
+                line = line.decode("utf-8")
+            except UnicodeDecodeError:
+                yield number, None, "not UTF-8 text, not a date"
+                continue
+        yield number, line.strip(), None
+
+
+@console_script
 def translate_main(argv=None) -> int:
     from .checkpoint import CheckpointError
-    from .dates import DateError, SRC_LEN, decode_batch, encode_batch, parse_iso_date
-    from .decoding import beam_search, greedy_decode, sample_decode
+    from .dates import DateError, parse_iso_date
     from .training import load_model
 
     p = _Parser(prog="dates-translate",
-                                description="Rewrite ISO dates (YYYY-MM-DD) as 'Month D, YYYY' with a trained model.")
+                description="Rewrite ISO dates (YYYY-MM-DD) as 'Month D, YYYY' with a trained model.",
+                epilog="Dates given as arguments are all checked before any is translated. Dates on stdin are "
+                       f"read and translated in batches of {STDIN_BATCH} as they come: a bad line gets one "
+                       "'error: stdin line N: ...' line on stderr and the others are still translated. Exit "
+                       "codes: 0 all translated, 2 a bad argument, checkpoint or input line (the good lines "
+                       "were still translated), 130 Ctrl-C, 141 stdout closed or full.")
     p.add_argument("dates", nargs="*", help="dates to rewrite; none: read one per line from stdin")
-    p.add_argument("--checkpoint", default=DEFAULT_CHECKPOINT, help="the trained model (default: %(default)s)")
+    p.add_argument("--checkpoint", default=DEFAULT_CHECKPOINT, type=path_argument,
+                   help="the trained model (default: %(default)s)")
     group = p.add_mutually_exclusive_group()
     group.add_argument("--beam", type=int, metavar="K", help="beam search with K beams (default: greedy)")
     group.add_argument("--temperature", type=_finite, metavar="T",
@@ -370,14 +376,14 @@ def translate_main(argv=None) -> int:
                    help="random seed for sampling (default: a fresh one every run)")
     args = p.parse_args(argv)
 
-    texts = args.dates or [line.strip() for line in sys.stdin if line.strip()]
-    if not texts:
-        return _fail("no dates given: pass them as arguments or one per line on stdin")
+    if not args.dates and sys.stdin is None:
+        return _fail("stdin is closed and no dates were given: pass them as arguments or one per line on stdin")
     try:
-        for text in texts:
+        for text in args.dates:
             parse_iso_date(text)
-        if args.beam is not None and args.beam < 1:
-            return _fail(f"--beam must be at least 1, got {args.beam}")
+        bad_beam = _check_beam(args.beam)
+        if bad_beam is not None:
+            return bad_beam
         if args.temperature is not None and args.temperature < 0:
             return _fail(f"--temperature must be >= 0, got {args.temperature}")
         if args.top_k is not None and args.top_k < 1:
@@ -389,21 +395,63 @@ def translate_main(argv=None) -> int:
         model = load_model(args.checkpoint)
     except (DateError, CheckpointError) as error:
         return _fail(str(error))
-    src = encode_batch(texts, SRC_LEN)
-    with _decoding_kernels():
-        if args.beam:
-            ids = beam_search(model, src, args.beam)
-        elif args.temperature is not None:
-            ids = sample_decode(model, src, args.temperature, args.top_k, np.random.default_rng(args.seed))
-        else:
-            ids = greedy_decode(model, src)
-    for text, output in zip(texts, decode_batch(ids)):
-        print(f"{text} -> {output}")
-    return 0
+    translate = _translator(model, args)
+    if args.dates:
+        translate(args.dates)
+        return 0
+    batch, bad, seen = [], 0, 0
+    interactive = sys.stdin.isatty()
+    for number, text, problem in _stdin_lines(sys.stdin):
+        if problem is None and not text:
+            continue
+        seen += 1
+        if problem is None:
+            try:
+                parse_iso_date(text)
+            except DateError as error:
+                problem = str(error)
+        if problem is not None:
+            bad += 1
+            print(f"error: stdin line {number}: {problem}", file=sys.stderr, flush=True)
+            continue
+        batch.append(text)
+        if len(batch) == STDIN_BATCH or interactive:
+            translate(batch)
+            batch = []
+    if batch:
+        translate(batch)
+    if not seen:
+        return _fail("no dates given: pass them as arguments or one per line on stdin")
+    return 2 if bad else 0
+
+
+def _translator(model, args):
+    """texts -> their translations printed, with the decoding the options ask for."""
+    from .dates import SRC_LEN, decode_batch, encode_batch
+    from .decoding import beam_search, greedy_decode, sample_decode
+    rng = np.random.default_rng(args.seed)
+
+    rows = max(1, STDIN_BATCH // (args.beam or 1))    # a beam search decodes --beam copies of each row
+
+    def translate(texts):
+        for start in range(0, len(texts), rows):
+            chunk = texts[start:start + rows]
+            src = encode_batch(chunk, SRC_LEN)
+            with _decoding_kernels():
+                if args.beam:
+                    ids = beam_search(model, src, args.beam)
+                elif args.temperature is not None:
+                    ids = sample_decode(model, src, args.temperature, args.top_k, rng)
+                else:
+                    ids = greedy_decode(model, src)
+            for text, output in zip(chunk, decode_batch(ids)):
+                print(f"{text} -> {output}")
+            sys.stdout.flush()
+    return translate
 
 
 # ---------------------------------------------------------------- evaluate
-@_quiet_on_closed_stdout
+@console_script
 def evaluate_main(argv=None) -> int:
     from .checkpoint import CheckpointError
     from .dates import DateDataset
@@ -411,13 +459,15 @@ def evaluate_main(argv=None) -> int:
     from .training import load_model
 
     p = _Parser(prog="dates-evaluate", description="Accuracy on the 2,000 held-out dates.")
-    p.add_argument("--checkpoint", default=DEFAULT_CHECKPOINT, help="the trained model (default: %(default)s)")
+    p.add_argument("--checkpoint", default=DEFAULT_CHECKPOINT, type=path_argument,
+                   help="the trained model (default: %(default)s)")
     p.add_argument("--beam", type=int, default=1, metavar="K", help="beam width (1 = greedy)")
     p.add_argument("--show", type=int, default=5, metavar="N", help="show up to N wrong outputs")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     args = p.parse_args(argv)
-    if args.beam < 1:
-        return _fail(f"--beam must be at least 1, got {args.beam}")
+    bad_beam = _check_beam(args.beam)
+    if bad_beam is not None:
+        return bad_beam
     if args.show < 0:
         return _fail(f"--show must be >= 0, got {args.show}")
     try:

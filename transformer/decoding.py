@@ -19,6 +19,8 @@ from minigrad.threads import decoding_threads
 from .dates import EOS, PAD, SOS, TGT_LEN
 
 MAX_OUTPUT = TGT_LEN - 1   # <sos> is given, so at most 19 tokens follow it
+MAX_BEAM = 100             # widest beam: wider than the vocabulary (68), so a full-width beam fits;
+                           # each beam costs as much as decoding the batch once more
 
 
 @contextlib.contextmanager
@@ -52,11 +54,15 @@ def sample_decode(model, src, temperature: float = 1.0, top_k: int = None, rng=N
     rng = rng if rng is not None else np.random.default_rng()
 
     def pick(logits):
-        logits = logits.astype(np.float64) / temperature
+        # shift by the maximum before dividing: (logits - max) / T is <= 0, so a tiny T (1e-320)
+        # gives 0 for the most likely token and -inf for the others (greedy, as T -> 0 should),
+        # where logits / T would overflow to inf - inf = NaN
+        logits = logits.astype(np.float64)
         if top_k is not None and top_k < logits.shape[-1]:
             kth = np.partition(logits, -top_k, axis=-1)[:, -top_k][:, None]
             logits = np.where(logits < kth, -np.inf, logits)
-        probs = np.exp(logits - logits.max(axis=-1, keepdims=True))
+        with np.errstate(over="ignore"):
+            probs = np.exp((logits - logits.max(axis=-1, keepdims=True)) / temperature)
         probs /= probs.sum(axis=-1, keepdims=True)
         cumulative = probs.cumsum(axis=-1)
         draws = rng.random((len(probs), 1)) * cumulative[:, -1:]
@@ -99,6 +105,8 @@ def beam_search(model, src, beam_size: int = 4, max_len: int = MAX_OUTPUT, lengt
     """
     if beam_size < 1:
         raise ValueError(f"beam_size must be >= 1, got {beam_size}")
+    if beam_size > MAX_BEAM:
+        raise ValueError(f"beam_size must be at most {MAX_BEAM}, got {beam_size}")
     src = np.asarray(src)
     batch, k = len(src), beam_size
     rows = np.repeat(np.arange(batch), k)                    # each source k times

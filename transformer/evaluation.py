@@ -6,7 +6,9 @@ from .decoding import beam_search, greedy_decode
 
 
 def evaluate(model, src, tgt, batch_size: int = 1000, beam_size: int = 1, show_wrong: int = 5) -> dict:
-    """Decode ``src`` and compare with ``tgt`` (ids with <sos>, as made by ``dates.encode``).
+    """Decode ``src`` and compare with ``tgt`` (ids with <sos>, as made by ``dates.encode``),
+    ``batch_size`` sequences at a time (``batch_size // beam_size`` sources with a beam search,
+    so memory does not grow with the beam).
 
     exact_match     fraction of outputs equal to the target up to and including <eos>
     char_accuracy   fraction of target positions (up to and including <eos>) predicted right
@@ -14,10 +16,11 @@ def evaluate(model, src, tgt, batch_size: int = 1000, beam_size: int = 1, show_w
     """
     src, tgt = np.asarray(src), np.asarray(tgt)
     expected = tgt[:, 1:]
+    rows = max(1, batch_size // beam_size)      # a beam search decodes beam_size copies of each row
     predicted = np.concatenate([
-        greedy_decode(model, src[i:i + batch_size]) if beam_size == 1
-        else beam_search(model, src[i:i + batch_size], beam_size)
-        for i in range(0, len(src), batch_size)])
+        greedy_decode(model, src[i:i + rows]) if beam_size == 1
+        else beam_search(model, src[i:i + rows], beam_size)
+        for i in range(0, len(src), rows)])
     width = min(predicted.shape[1], expected.shape[1])
     predicted, expected = predicted[:, :width], expected[:, :width]
     counted = expected != PAD                          # target positions up to and including <eos>

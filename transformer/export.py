@@ -24,7 +24,6 @@ The file is written with the ``safetensors`` package's numpy API (no pickle, no 
 its metadata holds the model config as JSON. ``--format npz`` writes the same arrays to a
 numpy ``.npz`` instead.
 """
-import argparse
 import json
 import os
 import sys
@@ -33,6 +32,7 @@ from collections import OrderedDict
 import numpy as np
 
 from .config import ModelConfig
+from .console import Parser, console_script, path_argument
 from .output_folder import make_output_folder
 
 DEFAULT_CHECKPOINT = os.path.join("runs", "dates", "model.npz")
@@ -108,11 +108,12 @@ def export_weights(model, path, fmt="safetensors", metadata=None) -> str:
     return path
 
 
+@console_script
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="dates-export", description=__doc__.split("\n")[0])
-    parser.add_argument("--checkpoint", default=DEFAULT_CHECKPOINT,
+    parser = Parser(prog="dates-export", description=__doc__.split("\n")[0])
+    parser.add_argument("--checkpoint", default=DEFAULT_CHECKPOINT, type=path_argument,
                         help="the dates-train checkpoint to export (default: %(default)s)")
-    parser.add_argument("--out", help="output file (default: the checkpoint's path with .safetensors or "
+    parser.add_argument("--out", type=path_argument, help="output file (default: the checkpoint's path with .safetensors or "
                                       "-torch.npz in place of .npz)")
     parser.add_argument("--format", choices=FORMATS, default="safetensors",
                         help="safetensors (read with safetensors.torch.load_file) or a numpy .npz "

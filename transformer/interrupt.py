@@ -6,6 +6,10 @@ that last completed step and stops. Two cases still raise ``KeyboardInterrupt`` 
 before ``interrupt.armed`` is set (no step finished yet, so there is nothing to save) and
 on a second signal (the user insists; a checkpoint being written is then abandoned and the
 previous one stays intact, because saves are atomic). The previous handlers come back on exit.
+
+``request_stop()`` asks the same of the running loop from anywhere in the process: the
+console scripts call it when stdout is lost (``dates-train ... | head -1``), so a closed
+stdout saves the last completed step as Ctrl-C does instead of ending the run unsaved.
 """
 import signal
 import threading
@@ -17,6 +21,18 @@ class TrainingInterrupted(KeyboardInterrupt):
     def __init__(self, step: int, checkpoint: str):
         super().__init__(f"interrupted at step {step}; checkpoint saved to {checkpoint}")
         self.step, self.checkpoint = step, checkpoint
+
+
+_active = []      # the GracefulInterrupt blocks being run, innermost last
+
+
+def request_stop() -> bool:
+    """Ask the running training loop to save its last completed step and stop, as Ctrl-C
+    does. False when no loop has a step to save (none runs, or none finished a step yet)."""
+    if not _active or not _active[-1].armed:
+        return False
+    _active[-1].requested = True
+    return True
 
 
 class GracefulInterrupt:
@@ -33,6 +49,7 @@ class GracefulInterrupt:
         self.requested = True
 
     def __enter__(self):
+        _active.append(self)
         if threading.current_thread() is threading.main_thread():   # only there can handlers be set
             for name in self.SIGNALS:
                 number = getattr(signal, name, None)
@@ -41,6 +58,8 @@ class GracefulInterrupt:
         return self
 
     def __exit__(self, *exc):
+        if self in _active:
+            _active.remove(self)
         for number, handler in self._previous.items():
             signal.signal(number, handler)
         self._previous.clear()

@@ -2,16 +2,18 @@
 
 One run owns one folder (``model.npz``, ``train_log.jsonl``). Nothing the user made is
 overwritten by accident:
-  - a new run into a folder that already holds a checkpoint refuses (``--force`` replaces it,
-    ``--resume`` continues it);
+  - a new run into a folder that already holds a checkpoint, or a training log without one,
+    refuses (``--force`` replaces them, ``--resume`` continues a checkpoint);
   - a lock file holding the writer's pid keeps a second run out of the folder while the
     first is alive; a lock whose pid is gone (a killed run) is stale and is taken over;
   - temporary checkpoint files left by a killed save (``.tmp-*.npz``) are removed;
   - on resume the log is cut back to the checkpoint's step, so it never holds a step twice.
 """
+import fcntl
 import glob
 import json
 import os
+import stat
 import time
 
 CHECKPOINT_NAME = "model.npz"
@@ -41,11 +43,15 @@ def check_writable_folder(folder: str):
 
 
 def refuse_to_overwrite(folder: str):
-    """A new run must not replace a checkpoint the user already has."""
+    """A new run must not replace a checkpoint or a training log the user already has."""
     checkpoint = os.path.join(folder, CHECKPOINT_NAME)
     if os.path.exists(checkpoint):
         raise RunFolderError(f"{folder} already holds a checkpoint ({checkpoint}): continue it with "
                              f"--resume {checkpoint}, replace it with --force, or choose another --out")
+    log = os.path.join(folder, LOG_NAME)
+    if os.path.lexists(log):        # its checkpoint was moved away: the log is still someone's record
+        raise RunFolderError(f"{folder} already holds a training log ({log}) but no checkpoint: move the log "
+                             "away, replace it with --force, or choose another --out")
 
 
 def remove_stale_temporaries(folder: str):
@@ -76,7 +82,10 @@ class RunLock:
     """``with RunLock(folder):`` - at most one live training run per folder.
 
     The lock file holds the owner's pid. It is created with O_EXCL (atomic); a lock whose
-    pid is no longer alive is left over from a killed run and is replaced.
+    pid is no longer alive is left over from a killed run and is taken over. The takeover
+    is atomic too: it happens under ``flock`` on the lock file itself, rewriting it in place
+    (never removing it), so of two runs that find the same stale lock at the same instant,
+    the second to get the ``flock`` sees the first one's live pid and refuses.
     """
 
     def __init__(self, folder: str):
@@ -84,34 +93,59 @@ class RunLock:
         self.held = False
 
     def acquire(self):
-        for _ in range(3):
+        for _ in range(20):
+            if os.path.isdir(self.path):
+                raise RunFolderError(f"the lock {self.path} is a folder, so no run can lock "
+                                     f"{os.path.dirname(self.path)}: remove that folder or choose another --out")
             try:
                 fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
             except FileExistsError:
-                owner = self._owner()
-                if owner == _BEING_WRITTEN or (owner is not None and owner > 0 and owner != os.getpid()
-                                               and _pid_alive(owner)):
-                    pid = "?" if owner == _BEING_WRITTEN else owner
-                    raise RunFolderError(
-                        f"another dates-train (pid {pid}) is writing to {os.path.dirname(self.path)}; "
-                        "wait for it to finish or choose another --out") from None
-                try:                 # stale: its run was killed
-                    os.remove(self.path)
-                except FileNotFoundError:
-                    pass
-                continue
+                if self._take_over_if_stale():
+                    return self
+                continue                 # it was released or replaced meanwhile: try again
             with os.fdopen(fd, "w") as f:
+                fcntl.flock(f, fcntl.LOCK_EX)       # a contender reads the pid only once it is written
                 f.write(f"{os.getpid()}\n")
             self.held = True
             return self
         raise RunFolderError(f"could not take the lock {self.path}; remove it if no run is using the folder")
 
+    def _take_over_if_stale(self) -> bool:
+        """True when the lock was stale and is now ours; RunFolderError when a live run holds it;
+        False when the file went away or was replaced while we looked (the caller tries again)."""
+        try:
+            fd = os.open(self.path, os.O_RDWR)
+        except (FileNotFoundError, IsADirectoryError):
+            return False
+        with os.fdopen(fd, "r+") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)          # one contender at a time; released when f closes
+            try:
+                if os.stat(self.path).st_ino != os.fstat(fd).st_ino:
+                    return False
+            except FileNotFoundError:
+                return False
+            owner = self._parse(f.read())
+            if owner == _BEING_WRITTEN or (owner is not None and owner > 0 and owner != os.getpid()
+                                           and _pid_alive(owner)):
+                pid = "?" if owner == _BEING_WRITTEN else owner
+                raise RunFolderError(f"another dates-train (pid {pid}) is writing to {os.path.dirname(self.path)}; "
+                                     "wait for it to finish or choose another --out")
+            f.seek(0)                               # stale (its run was killed): ours now
+            f.truncate()
+            f.write(f"{os.getpid()}\n")
+            f.flush()
+        self.held = True
+        return True
+
     def _owner(self):
         try:
             with open(self.path) as f:
-                text = f.read().strip()
+                return self._parse(f.read())
         except OSError:
             return None
+
+    def _parse(self, text):
+        text = text.strip()
         if not text:                 # being written this instant by its creator: treat as held
             return _BEING_WRITTEN if self._young() else None
         try:
@@ -140,21 +174,53 @@ class RunLock:
         self.release()
 
 
-def read_log(path: str) -> list:
-    """The records of a training log (a torn last line from a killed run is skipped)."""
-    records = []
+MAX_LOG_LINE = 1 << 16          # a log record is ~300 bytes; a longer line is not one of ours
+
+
+def log_lines(path: str):
+    """(line number, record or None, problem or None) for each line of a training log, read a
+    line at a time: a FIFO, a device (/dev/zero) or a folder is refused before reading
+    (RunFolderError), and a line that is too long, not UTF-8, nested absurdly deep or not
+    a JSON object with an integer 'step' is reported, not raised."""
     try:
-        with open(path) as f:
-            for line in f:
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                if isinstance(record, dict) and isinstance(record.get("step"), int):
-                    records.append(record)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)     # a FIFO must not block the open
     except FileNotFoundError:
-        pass
-    return records
+        raise
+    except OSError as error:
+        raise RunFolderError(f"cannot read the training log {path}: {error.strerror or error}") from None
+    with open(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise RunFolderError(f"the training log {path} is not a regular file (a FIFO, device or folder): "
+                                 "give the train_log.jsonl that dates-train wrote")
+        for number, line in enumerate(iter(lambda: f.readline(MAX_LOG_LINE + 1), b""), 1):
+            if len(line) > MAX_LOG_LINE:
+                while line and not line.endswith(b"\n"):    # skip the rest of the line
+                    line = f.readline(MAX_LOG_LINE)
+                yield number, None, f"longer than {MAX_LOG_LINE} bytes"
+                continue
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line.decode("utf-8"))
+            except UnicodeDecodeError:
+                yield number, None, "not UTF-8 text"
+                continue
+            except (ValueError, RecursionError):
+                yield number, None, "not JSON"
+                continue
+            if not isinstance(record, dict) or type(record.get("step")) is not int:
+                yield number, None, "not a JSON object with an integer 'step'"
+                continue
+            yield number, record, None
+
+
+def read_log(path: str) -> list:
+    """The records of a training log; a line that is not one (the torn last line of a killed
+    run, or a damaged one) is left out."""
+    try:
+        return [record for _, record, problem in log_lines(path) if problem is None]
+    except FileNotFoundError:
+        return []
 
 
 def cut_log(source: str, destination: str, step: int):

@@ -21,7 +21,7 @@ from minigrad import functional as F
 from minigrad import optim
 from minigrad.threads import TrainingThreads
 
-from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from .checkpoint import CheckpointError, check_savable, load_checkpoint, save_checkpoint
 from .config import ModelConfig
 from .dates import PAD, DateDataset
 from .evaluation import evaluate
@@ -173,8 +173,8 @@ class Trainer:
                 record["elapsed"] = round(clock.seconds(), 3)
                 log.write(record)
                 checkpoints.after_step(clock.seconds(), stop)
-                if interrupt.requested:
-                    raise checkpoints.interrupted(clock.seconds())
+                if interrupt.requested and not (self.step == self.config.steps or stop):
+                    raise checkpoints.interrupted(clock.seconds())   # a finished run just finishes
                 bar.step_done(self.step, record)
         if last_eval is None:      # nothing trained in this session (a finished run resumed)
             last_eval = self.evaluate(show_wrong=5)
@@ -240,7 +240,9 @@ class Trainer:
             "data_rng": self.data_rng.bit_generator.state,
             "history": self.history,
         }
-        save_checkpoint(path, self.model.state_dict(), self.optimizer.state_dict(), meta)
+        model_state, optimizer_state = self.model.state_dict(), self.optimizer.state_dict()
+        check_savable(path, model_state, optimizer_state)      # a diverged run keeps the last good file
+        save_checkpoint(path, model_state, optimizer_state, meta)
 
     @classmethod
     def resume(cls, path: str, out_dir: str = None, steps: int = None, **overrides) -> "Trainer":

@@ -15,7 +15,6 @@ the drawing holds only its tens of nodes, clustered by sub-module:
 ``--backward`` also runs ``output.sum().backward(retain_graph=True)`` with every
 intermediate retaining its gradient, and shows each gradient's shape and norm.
 """
-import argparse
 import contextlib
 import inspect
 import os
@@ -28,6 +27,7 @@ import numpy as np
 from minigrad import Tensor, detect_anomaly
 from minigrad.nn import record_scopes
 from transformer.checkpoint import CheckpointError
+from transformer.console import Parser, console_script, path_argument
 from transformer.dates import DateError
 from transformer.decoding import inference
 
@@ -179,15 +179,15 @@ def _backward_through(output: Tensor) -> Tensor:
     return loss
 
 
+@console_script
 @on_numpy_twins
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="dates-attention-graph", description=__doc__.split("\n")[0],
-                                     epilog=EXIT_CODES_HELP)
+    parser = Parser(prog="dates-attention-graph", description=__doc__.split("\n")[0], epilog=EXIT_CODES_HELP)
     add_model_arguments(parser)
     parser.add_argument("--kind", choices=KINDS, default="encoder-self", help="which attention (default: %(default)s)")
     parser.add_argument("--layer", type=int, default=0, help="layer index, from 0 (default: %(default)s)")
     parser.add_argument("--backward", action="store_true", help="also show the gradients of sum(output)")
-    parser.add_argument("--out", default=os.path.join("runs", "viz", "attention_step"),
+    parser.add_argument("--out", type=path_argument, default=os.path.join("runs", "viz", "attention_step"),
                         help="output path without extension (default: %(default)s)")
     parser.add_argument("--format", action="append", choices=["svg", "png", "pdf"],
                         help="rendered format, repeatable (default: svg); the .dot is always written")

@@ -17,7 +17,6 @@ Outputs (``write_animation``, in ``animation_output.py``): an animated GIF and
 a self-contained HTML page with a step slider over the inline SVG frames (no
 server, no network, no external script); hover a box in the HTML for its tooltip.
 """
-import argparse
 import os
 import sys
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from minigrad import Tensor, autograd_steps
+from transformer.console import Parser, console_script, path_argument
 
 from .animation_output import write_animation
 from .details import NOT_ARRIVED, first_values, norm, tooltip_text
@@ -229,6 +229,7 @@ def _model_options_given(args) -> list:
     return given + ["--date"] * (args.date != DEFAULT_DATE) + ["--layer"] * (args.layer != 0)
 
 
+@console_script
 @on_numpy_twins
 def main(argv=None) -> int:
     from transformer.checkpoint import CheckpointError
@@ -237,8 +238,8 @@ def main(argv=None) -> int:
     from .attention_graph import KINDS
     from .inputs import add_model_arguments, model_from_args, source_ids
 
-    parser = argparse.ArgumentParser(prog="dates-backward-animation", description=__doc__.split("\n")[0],
-                                     epilog=EXIT_CODES_HELP)
+    parser = Parser(prog="dates-backward-animation", description=__doc__.split("\n")[0],
+                    epilog=EXIT_CODES_HELP)
     parser.add_argument("--expr", default=None,
                         help=f"an expression over --var leaves, Tensor methods allowed (default: {DEFAULT_EXPR})")
     parser.add_argument("--var", action="append", metavar="NAME=1,2",
@@ -247,7 +248,7 @@ def main(argv=None) -> int:
     attention = parser.add_argument_group("with --attention")
     attention.add_argument("--layer", type=int, default=0, help="layer index, from 0 (default: %(default)s)")
     add_model_arguments(attention, default_date=DEFAULT_DATE)
-    parser.add_argument("--out", default=os.path.join("runs", "viz", "backward_animation"),
+    parser.add_argument("--out", type=path_argument, default=os.path.join("runs", "viz", "backward_animation"),
                         help="output path without extension (default: %(default)s)")
     parser.add_argument("--format", action="append", choices=["gif", "html"], help="default: both")
     parser.add_argument("--rankdir", choices=["TB", "LR"], default="TB")

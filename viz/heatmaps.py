@@ -13,8 +13,6 @@ Figures are plain ``matplotlib.figure.Figure`` objects (no pyplot, so no
 global state and nothing to close; PNGs are drawn by the Agg renderer). In a
 notebook, evaluate the returned figure to show it.
 """
-import argparse
-import json
 import os
 import sys
 from dataclasses import dataclass, field
@@ -24,9 +22,11 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from transformer.checkpoint import CheckpointError
+from transformer.console import Parser, console_script, path_argument
 from transformer.dates import DateError, decode
 from transformer.decoding import inference
 from transformer.output_folder import make_output_folder
+from transformer.run_dir import RunFolderError, log_lines
 
 from .inputs import (UNTRAINED, add_model_arguments, decoder_input_from_greedy, model_from_args, on_numpy_twins,
                      source_ids, token_labels)
@@ -146,23 +146,22 @@ def read_training_log(log_jsonl) -> dict:
     """Steps, losses and training batches' exact match of every logged step, and steps and
     held-out exact match of the eval steps."""
     steps, losses, eval_steps, exact, batch = [], [], [], [], []
-    with open(log_jsonl, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-                step = record["step"]
-            except (json.JSONDecodeError, KeyError, TypeError):
-                raise ValueError(f"{log_jsonl}, line {number}: not a training-log record "
-                                 "(a JSON object with a 'step')") from None
+    try:
+        for number, record, problem in log_lines(log_jsonl):   # FIFOs, devices, huge lines refused
+            numbers = [] if record is None else [record.get(key) for key in ("loss", "exact_match")]
+            if problem is None and not all(v is None or type(v) in (int, float) for v in numbers):
+                problem = "its loss or exact_match is not a number"
+            if problem is not None:
+                raise ValueError(f"{log_jsonl}, line {number}: not a training-log record ({problem})")
             if record.get("loss") is not None:
-                steps.append(step)
+                steps.append(record["step"])
                 losses.append(record["loss"])
                 batch.append(record.get("batch_exact_match"))
             if record.get("exact_match") is not None:
-                eval_steps.append(step)
+                eval_steps.append(record["step"])
                 exact.append(record["exact_match"])
+    except RunFolderError as error:
+        raise ValueError(str(error)) from None
     if not steps:
         raise ValueError(f"{log_jsonl} holds no training steps")
     return {"steps": steps, "loss": losses, "eval_steps": eval_steps, "exact_match": exact,
@@ -205,12 +204,13 @@ def plot_training_curves(log_jsonl, out_png, dpi=DPI) -> SavedFigure:
 
 
 # ----------------------------------------------------------------------- CLIs
+@console_script
 @on_numpy_twins
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="dates-heatmaps",
-                                     description="Attention heatmaps (every layer and head) for one date.")
+    parser = Parser(prog="dates-heatmaps",
+                    description="Attention heatmaps (every layer and head) for one date.")
     add_model_arguments(parser)
-    parser.add_argument("--out-dir", default=os.path.join("runs", "viz", "heatmaps"),
+    parser.add_argument("--out-dir", type=path_argument, default=os.path.join("runs", "viz", "heatmaps"),
                         help="folder for the PNGs (default: %(default)s)")
     parser.add_argument("--prefix", default="attention", help="file name prefix (default: %(default)s)")
     args = parser.parse_args(argv)
@@ -226,12 +226,13 @@ def main(argv=None) -> int:
     return 0
 
 
+@console_script
 def curves_main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="dates-plot-training",
-                                     description="Loss and held-out exact-match curves from a training log.")
+    parser = Parser(prog="dates-plot-training",
+                    description="Loss and held-out exact-match curves from a training log.")
     parser.add_argument("log", nargs="?", default="runs/dates/train_log.jsonl",
                         help="the JSON-lines log written by dates-train (default: %(default)s)")
-    parser.add_argument("--out", default=os.path.join("runs", "viz", "training_curves.png"),
+    parser.add_argument("--out", type=path_argument, default=os.path.join("runs", "viz", "training_curves.png"),
                         help="output PNG (default: %(default)s)")
     args = parser.parse_args(argv)
     try:

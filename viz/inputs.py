@@ -15,8 +15,10 @@ import numpy as np
 
 import minigrad
 from transformer.config import ModelConfig
+from transformer.console import path_argument
 from transformer.dates import EOS, SOS, VOCAB, encode, parse_iso_date, translate_reference
 from transformer.decoding import greedy_decode
+from transformer.limits import check_model_size
 from transformer.model import Transformer
 
 
@@ -46,7 +48,7 @@ def add_model_arguments(parser, default_date="1845-01-05", date_option=True):
     """The options every viz CLI shares: the date, a checkpoint or a fresh model's shape."""
     if date_option:
         parser.add_argument("--date", default=default_date, help="an ISO date YYYY-MM-DD (default: %(default)s)")
-    parser.add_argument("--checkpoint", metavar="PATH",
+    parser.add_argument("--checkpoint", metavar="PATH", type=path_argument,
                         help=f"a trained checkpoint (default: {DEFAULT_CHECKPOINT} when it exists)")
     parser.add_argument("--untrained", action="store_true",
                         help="draw a fresh, untrained model even when a checkpoint exists")
@@ -106,6 +108,7 @@ def load_or_create_model(checkpoint=None, seed=0, d_model=None, heads=None, laye
     layers = layers or defaults.num_encoder_layers
     config = ModelConfig(d_model=d_model, num_heads=heads, num_encoder_layers=layers,
                          num_decoder_layers=layers, d_ff=4 * d_model)
+    check_model_size(config)          # --d-model / --layers too large: one line, not a MemoryError
     minigrad.manual_seed(seed)
     return Transformer(config).eval()
 

@@ -13,13 +13,14 @@ import sys
 
 import graphviz
 
+from transformer.console import EXIT_CODES
 from transformer.output_folder import make_output_folder
 
 INSTALL_HINT = ("install Graphviz (apt-get install graphviz | brew install graphviz | "
                 "conda install -c conda-forge python-graphviz)")
 EXIT_DOT_MISSING = 3        # the .dot was written, nothing was rendered
-EXIT_CODES_HELP = ("exit status: 0 done; 2 bad input (one line says what); 3 Graphviz's `dot` is not installed, "
-                   "so only the .dot source was written (one line says how to install it)")
+EXIT_CODES_HELP = (EXIT_CODES[:-1] + f", {EXIT_DOT_MISSING} Graphviz's `dot` is not installed, so only the .dot "
+                   "source was written (one line says how to install it).")
 
 
 def have_dot() -> bool:

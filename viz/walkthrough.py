@@ -14,7 +14,6 @@ Every number comes from the model's own modules (``src_embed``,
 ``scaled_dot_product_attention``), and the weights are checked against the
 ``last_weights`` the encoder recorded in a real forward pass.
 """
-import argparse
 import math
 import sys
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ import numpy as np
 from minigrad import Tensor
 from transformer.attention import padding_mask, scaled_dot_product_attention
 from transformer.checkpoint import CheckpointError
+from transformer.console import Parser, console_script
 from transformer.dates import PAD, DateError
 from transformer.decoding import inference
 from transformer.positional import sinusoidal_encoding
@@ -169,9 +169,10 @@ def _tokens_section(w: Walkthrough, markdown) -> str:
 
 
 # ------------------------------------------------------------------------- CLI
+@console_script
 @on_numpy_twins
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="dates-explain", description=__doc__.split("\n")[0])
+    parser = Parser(prog="dates-explain", description=__doc__.split("\n")[0])
     parser.add_argument("date", nargs="?", default=DEFAULT_DATE, help="an ISO date (default: %(default)s)")
     add_model_arguments(parser, date_option=False)
     parser.add_argument("--head", type=int, default=0, help="which head of encoder layer 0 (default: %(default)s)")

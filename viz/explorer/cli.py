@@ -1,8 +1,9 @@
 """The command line of ``dates-explore`` (see the package docstring)."""
-import argparse
 import os
 import sys
 import time
+
+from transformer.console import Parser, console_script, path_argument
 
 from ..attention_graph import KINDS, find_attention_module
 from ..inputs import UNTRAINED, add_model_arguments, model_from_args, on_numpy_twins, source_ids
@@ -37,17 +38,18 @@ def write_explorer(model, out, date="1845-01-05", kind="encoder-self", layer=0, 
     return out
 
 
+@console_script
 @on_numpy_twins
 def main(argv=None) -> int:
     from transformer.checkpoint import CheckpointError
     from transformer.dates import DateError
 
-    parser = argparse.ArgumentParser(prog="dates-explore", description="One attention step of the date model, "
-                                     "forward and backward, in one self-contained HTML page.")
+    parser = Parser(prog="dates-explore", description="One attention step of the date model, "
+                    "forward and backward, in one self-contained HTML page.")
     add_model_arguments(parser)
     parser.add_argument("--kind", choices=KINDS, default="decoder-self", help="which attention (default: %(default)s)")
     parser.add_argument("--layer", type=int, default=0, help="layer index, from 0 (default: %(default)s)")
-    parser.add_argument("--out", default=os.path.join("runs", "viz", "explorer.html"),
+    parser.add_argument("--out", default=os.path.join("runs", "viz", "explorer.html"), type=path_argument,
                         help="the HTML file to write (default: %(default)s)")
     parser.add_argument("--no-check", action="store_true",
                         help="skip the finite-difference check of the gradients (its overlay is then off)")

@@ -1,4 +1,5 @@
-"""Drive the system's Chromium headlessly with Playwright, for the tests of the HTML pages viz writes.
+"""Drive the system's Chromium headlessly with Playwright: the browser tests of the HTML pages viz
+writes, and the README's screenshot of dates-explore (examples/make_readme_images.py).
 
 Playwright cannot download its own browsers on every machine, so it is pointed at
 Debian's ``chromium`` (``apt-get install chromium``), with a fresh profile and no

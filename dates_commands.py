@@ -1,0 +1,65 @@
+"""The console scripts' entry points (setup.cfg): a module that imports nothing heavy.
+
+Importing a command's module (numpy, Numba, the model) takes about half a second. Ctrl-C
+in that time would print a KeyboardInterrupt traceback if the console script imported the
+module itself, before any of the project's code could catch it. Here the import happens
+inside a ``try``, so Ctrl-C at any moment after Python has started is one line and exit
+130; from then on ``transformer.console.console_script`` keeps the same promise.
+"""
+import importlib
+import sys
+
+EXIT_INTERRUPTED = 130          # as transformer.console.EXIT_INTERRUPTED (not imported: it is not light)
+
+
+def _run(target: str, argv):
+    module, function = target.split(":")
+    try:
+        main = getattr(importlib.import_module(module), function)
+    except KeyboardInterrupt:
+        try:
+            print("interrupted", file=sys.stderr)
+        except (OSError, ValueError, AttributeError):    # stderr closed or full
+            pass
+        return EXIT_INTERRUPTED
+    return main(argv)
+
+
+def train(argv=None):
+    return _run("transformer.cli:train_main", argv)
+
+
+def translate(argv=None):
+    return _run("transformer.cli:translate_main", argv)
+
+
+def evaluate(argv=None):
+    return _run("transformer.cli:evaluate_main", argv)
+
+
+def attention_graph(argv=None):
+    return _run("viz.attention_graph:main", argv)
+
+
+def heatmaps(argv=None):
+    return _run("viz.heatmaps:main", argv)
+
+
+def plot_training(argv=None):
+    return _run("viz.heatmaps:curves_main", argv)
+
+
+def explain(argv=None):
+    return _run("viz.walkthrough:main", argv)
+
+
+def backward_animation(argv=None):
+    return _run("viz.backward_animation:main", argv)
+
+
+def explore(argv=None):
+    return _run("viz.explorer.cli:main", argv)
+
+
+def export(argv=None):
+    return _run("transformer.export:main", argv)
