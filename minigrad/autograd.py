@@ -202,7 +202,7 @@ def _backward_through_composition(fn, g):
     captured = {id(x): None for x in wanted}
     stop = set(captured)    # the walk need not go below the op's own inputs
     with grad_mode.enable_grad():
-        twin = fn.composition(*fn.inputs, **fn.options)
+        twin = fn.compose(fn.inputs, fn.options)
         order, ends = _on_paths_to(_reverse_topological_order((twin,), stop), captured)
         # the inputs' own hooks run once, in the outer pass, not here as well
         for _ in _run(order, {id(twin): g}, True, True, captured, ends, hooks_at_ends=False):

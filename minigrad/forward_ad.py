@@ -109,7 +109,7 @@ def propagate(fn, inputs, output, options):
         return      # integer and boolean results (a cast to int, argmax-like ops) carry no tangent
     if type(fn).jvp is Function.jvp and fn.composition is not None:
         # A fused op: its composition's named ops carry every level's tangent.
-        twin = fn.composition(*inputs, **options)
+        twin = fn.compose(inputs, options)
         output._tangents = dict(getattr(twin, "_tangents", None) or {}) or None
         return
     all_levels, tangents_out = active_levels, dict(getattr(output, "_tangents", None) or {})

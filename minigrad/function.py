@@ -102,6 +102,11 @@ class Function:
     composition = None                # or: the named ops a fused op equals, on Tensors
     saved_constants = ()              # names of saved float arrays that do not depend on the inputs
 
+    def compose(self, inputs, options):
+        """``composition`` on ``inputs`` (Tensors) with the options forward had: what double
+        backward and tangents of a fused op differentiate."""
+        return self.composition(*inputs, **options)
+
     def jvp(self, *tangents):
         """The tangent of the output given one tangent per input (forward mode)."""
         raise RuntimeError(f"{self.name} has no tangent rule yet: forward-mode AD (forward_ad, "

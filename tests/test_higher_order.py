@@ -23,10 +23,9 @@ def numeric_grad(f, x, eps=1e-6):
     return g
 
 
-# A small MLP: matmul written as broadcast-multiply-and-sum (MatMul's own rules come later)
+# A small MLP
 def mlp(x, w1, w2):
-    h = ((x.reshape(4, 3, 1) * w1).sum(axis=1)).tanh()        # (4, 3) @ (3, 5)
-    return ((h.reshape(4, 5, 1) * w2).sum(axis=1)).sigmoid().mean()
+    return ((x @ w1).tanh() @ w2).sigmoid().mean()
 
 
 def mlp_numpy(x, w1, w2):
