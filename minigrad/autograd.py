@@ -112,7 +112,7 @@ def _steps(roots, grads, retain_graph, create_graph, captured=None):
 
     Inside a forward-AD level the gradients are Tensors too (without a graph
     unless ``create_graph``), so tangents flow through the backward pass."""
-    tensor_mode = create_graph or bool(forward_ad.active_levels)
+    tensor_mode = create_graph or bool(forward_ad.state.active)
     pending = {}
     for root, g in zip(roots, grads):
         g = _initial_grad(root, g, tensor_mode)

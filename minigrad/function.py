@@ -36,6 +36,7 @@ An op with neither raises a clear error under ``create_graph=True`` or inside a
 import numpy as np
 
 from . import anomaly, forward_ad, inplace, profiler
+from .forward_ad import state as forward_state    # this thread's forward-AD levels: forward_state.active
 from .grad_mode import state as grad_state    # this thread's grad mode: grad_state.enabled
 
 # Names of the modules currently running (innermost last), recorded on each op
@@ -87,7 +88,7 @@ class Function:
             result = _tensor.Tensor._from_op(out, fn)
         if cls.returns_view:
             inplace.share_version(tensors[0], result)
-        if forward_ad.active_levels:     # one list read when forward mode is off
+        if forward_state.active:     # this thread's open forward-AD levels: one attribute read when off
             forward_ad.propagate(fn, tensors, result, options)
         return result
 
