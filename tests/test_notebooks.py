@@ -5,6 +5,7 @@ traceback. The committed files must also carry their outputs (executed in
 order), so they read on GitHub without running.
 """
 import os
+import re
 import time
 
 import pytest
@@ -54,7 +55,13 @@ def test_higher_order_notebook_runs():
     assert "gradgradcheck: True" in text and "d/dx [x * d/dy (x + y)] = 1.0" in text
     assert "wide R^1000 -> R: jacrev" in text and "-> jacrev" in text.split("tall")[0]
     assert "-> jacfwd" in text.split("tall")[1]
+    speedups = [float(x) for x in re.findall(r"-> jac(?:rev|fwd) (\d+)x faster", text)]
+    assert len(speedups) == 2 and min(speedups) >= 10, speedups     # each mode wins its side by 10x or more
     assert len(outputs(notebook, "image/svg+xml")) == 1
+    # the date model: one Hessian-vector product against central differences of the loss (small h)
+    hvp = float(re.search(r"dᵀHd = ([\d.]+)", text).group(1))
+    central = float(re.search(r"h = 1e-05: ([\d.]+)", text).group(1))
+    assert abs(hvp - central) <= 1e-4 * abs(central), (hvp, central)
 
 
 @pytest.mark.slow
