@@ -25,7 +25,9 @@ Beyond first order (``backward(create_graph=True)``, ``minigrad.forward_ad``,
   arrays, as fast as ever; ``create_graph=True`` calls the very same lines with
   Tensors (``with_saved_tensors`` swaps the arrays forward saved for the input and
   output Tensors they are), so the gradient is a recorded graph, differentiable
-  again. One rule, two uses: no second copy of any backward.
+  again. One rule, two uses: no second copy of any backward. An op with a kernel
+  calls its ``@accelerated`` function through ``xp.call``: the kernel on arrays,
+  the function's numpy lines on Tensors.
 - ``composition``: a fused op (one kernel, intermediates of its own) gives the
   composition of named ops it equals, ``composition(*input_tensors, **options)``;
   double backward and tangents differentiate through that composition.

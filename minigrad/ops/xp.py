@@ -8,7 +8,8 @@ built from recorded, differentiable ops. Operators (``+ - * / **``, unary ``-``)
 ``.sum(axis=, keepdims=)``, ``.mean``, ``.reshape``, ``.transpose``, ``.astype``
 and ``x[index]`` already mean the same on both; what numpy spells as a
 function is here, dispatching on the argument's type ("xp" is the array-API
-habit of naming the array namespace a function works with).
+habit of naming the array namespace a function works with). ``call`` runs an
+op's ``@accelerated`` function: its kernel on arrays, its numpy lines on Tensors.
 """
 import numpy as np
 
