@@ -1,13 +1,15 @@
 """A Hessian-vector product through the whole date Transformer (float64, fused attention,
 the training loss with padding and label smoothing) against central differences of its
-gradient: every op of the model has second-order rules, and they compose."""
+gradient, and forward mode through its encoder and decoder stacks: every op of the model
+has second-order and tangent rules, and they compose."""
 
 import numpy as np
 
 import minigrad
-from minigrad import autograd
+from minigrad import Tensor, autograd, jvpcheck
 from minigrad import functional as F
 from transformer import ModelConfig, Transformer
+from transformer.attention import causal_mask
 from transformer.dates import PAD, SRC_LEN, TGT_LEN, encode_batch
 
 SMALL = dict(d_model=8, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=16)
@@ -61,3 +63,17 @@ def test_hessian_vector_product_of_the_date_transformer_agrees_with_central_diff
     central = (gradient_at(eps) - gradient_at(-eps)) / (2 * eps)
     relative = np.max(np.abs(hvp - central)) / np.max(np.abs(central))
     assert relative < 1e-4, f"H v differs from central differences by {relative:.2e} (relative to max |H v|)"
+
+
+def test_forward_mode_through_the_encoder_and_decoder_stacks():
+    # a tangent on the token vectors goes through fused self- and cross-attention, layer norm,
+    # Linear and ReLU; jvpcheck compares it with central differences
+    model, _ = small_model_and_loss()
+    src, tgt = encode_batch(SOURCES, SRC_LEN), encode_batch(TARGETS, TGT_LEN)[:, :-1]
+    _, src_mask = model.encode(src)
+    self_mask = causal_mask(tgt.shape[1])[None, None]
+    rng = np.random.default_rng(1)
+    x = Tensor(rng.standard_normal((len(SOURCES), SRC_LEN, SMALL["d_model"])), requires_grad=True)
+    y = Tensor(rng.standard_normal((len(SOURCES), tgt.shape[1], SMALL["d_model"])), requires_grad=True)
+    assert jvpcheck(lambda x_, y_: model.decoder(y_, model.encoder(x_, src_mask), self_mask, src_mask), [x, y],
+                    rtol=1e-6, atol=1e-8)
