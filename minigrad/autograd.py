@@ -112,7 +112,7 @@ def _steps(roots, grads, retain_graph, create_graph, captured=None):
 
     Inside a forward-AD level the gradients are Tensors too (without a graph
     unless ``create_graph``), so tangents flow through the backward pass."""
-    tensor_mode = create_graph or bool(forward_ad.active_levels)
+    tensor_mode = create_graph or bool(forward_ad.state.active)
     pending = {}
     for root, g in zip(roots, grads):
         g = _initial_grad(root, g, tensor_mode)
@@ -202,7 +202,7 @@ def _backward_through_composition(fn, g):
     captured = {id(x): None for x in wanted}
     stop = set(captured)    # the walk need not go below the op's own inputs
     with grad_mode.enable_grad():
-        twin = fn.composition(*fn.inputs, **fn.options)
+        twin = fn.compose(fn.inputs, fn.options)
         order, ends = _on_paths_to(_reverse_topological_order((twin,), stop), captured)
         # the inputs' own hooks run once, in the outer pass, not here as well
         for _ in _run(order, {id(twin): g}, True, True, captured, ends, hooks_at_ends=False):

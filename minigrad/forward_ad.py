@@ -18,17 +18,28 @@ level's tangent rule runs with only the *outer* (earlier) levels switched on.
 So an inner level's tangent carries its outer derivatives (what nesting
 needs), while an outer tangent never picks up an inner perturbation:
 d/dx [x * (d/dy (x + y) at y = 1)] at x = 1 is 1, not 2.
+
+As grad mode, the open levels belong to the thread (PyTorch's forward AD is
+per thread too): a ``dual_level()`` in one thread gives no other thread's ops
+tangents. ``state.active`` is read by ``Function.apply`` directly (one
+attribute of a ``threading.local``, no call).
 """
 import contextlib
 import itertools
+import threading
 from typing import NamedTuple, Optional
 
 import numpy as np
 
 from . import grad_mode
 
-active_levels = []          # levels of the open dual_level() blocks, outermost first
-_level_ids = itertools.count()
+
+class _Levels(threading.local):
+    active = ()             # this thread's open dual_level() levels, outermost first; a new thread has none
+
+
+state = _Levels()
+_level_ids = itertools.count()      # shared by all threads, so a level id is never reused
 
 
 class UnpackedDualTensor(NamedTuple):
@@ -40,11 +51,11 @@ class UnpackedDualTensor(NamedTuple):
 def dual_level():
     """Context manager: open a new forward-AD level (tangents made inside belong to it)."""
     level = next(_level_ids)
-    active_levels.append(level)
+    state.active = state.active + (level,)
     try:
         yield level
     finally:
-        active_levels.remove(level)
+        state.active = tuple(lv for lv in state.active if lv != level)
 
 
 def make_dual(tensor, tangent, *, level=None):
@@ -84,12 +95,13 @@ def tangent_of(tensor, level):
 
 
 def _checked_level(level, what):
-    if not active_levels:
-        raise RuntimeError(f"{what}: no forward-AD level is open; use it inside `with forward_ad.dual_level():`")
+    if not state.active:
+        raise RuntimeError(f"{what}: no forward-AD level is open in this thread; use it inside "
+                           "`with forward_ad.dual_level():`")
     if level is None:
-        return active_levels[-1]
-    if level not in active_levels:
-        raise ValueError(f"{what}: level {level} is not open (open levels: {active_levels})")
+        return state.active[-1]
+    if level not in state.active:
+        raise ValueError(f"{what}: level {level} is not open in this thread (open levels: {list(state.active)})")
     return level
 
 
@@ -101,26 +113,25 @@ def propagate(fn, inputs, output, options):
     that needs a reverse graph, the rule runs on the numpy arrays forward saved,
     the same code as with Tensors, only faster.
     """
-    global active_levels
     from .function import Function, with_saved_tensors
     from .tensor import Tensor
-    levels = [lv for lv in active_levels if any(tangent_of(t, lv) is not None for t in inputs)]
+    levels = [lv for lv in state.active if any(tangent_of(t, lv) is not None for t in inputs)]
     if not levels or output.dtype.kind != "f":
         return      # integer and boolean results (a cast to int, argmax-like ops) carry no tangent
     if type(fn).jvp is Function.jvp and fn.composition is not None:
         # A fused op: its composition's named ops carry every level's tangent.
-        twin = fn.composition(*inputs, **options)
+        twin = fn.compose(inputs, options)
         output._tangents = dict(getattr(twin, "_tangents", None) or {}) or None
         return
-    all_levels, tangents_out = active_levels, dict(getattr(output, "_tangents", None) or {})
+    all_levels, tangents_out = state.active, dict(getattr(output, "_tangents", None) or {})
     try:
         for level in levels:
-            active_levels = [lv for lv in all_levels if lv < level]
+            state.active = tuple(lv for lv in all_levels if lv < level)
             tangents = [tangent_of(t, level) for t in inputs]
             tangents = [Tensor._from_op(np.zeros_like(t.data), None) if d is None else d
                         for t, d in zip(inputs, tangents)]
             needs_graph = grad_mode.is_grad_enabled() and any(x.requires_grad for x in (*inputs, *tangents))
-            if active_levels or needs_graph:
+            if state.active or needs_graph:
                 tangent = with_saved_tensors(fn, inputs, output).jvp(*tangents)
             else:
                 tangent = Tensor._from_op(np.asarray(fn.jvp(*[d.data for d in tangents])), None)
@@ -132,4 +143,4 @@ def propagate(fn, inputs, output, options):
             tangents_out[level] = tangent
             output._tangents = tangents_out      # an inner level's rule may read the output's outer tangents
     finally:
-        active_levels = all_levels
+        state.active = all_levels

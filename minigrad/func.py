@@ -39,7 +39,7 @@ def vjp(f, *primals, has_aux=False):
         return tuple(_result(_zeros_if_none(g, p), tracked) for g, p in zip(grads, tracked))
 
     result = _result(out, tracked)
-    return (result, vjp_fn, aux) if has_aux else (result, vjp_fn)
+    return (result, vjp_fn, _map_tensors(lambda t: _result(t, tracked), aux)) if has_aux else (result, vjp_fn)
 
 
 def grad(f, argnums=0, has_aux=False):
@@ -58,7 +58,7 @@ def grad(f, argnums=0, has_aux=False):
         tracked = [args[i] for i in nums]
         grads = tuple(_result(_zeros_if_none(g, args[i]), tracked) for g, i in zip(grads, nums))
         result = grads[0] if isinstance(argnums, int) else grads
-        return (result, aux) if has_aux else result
+        return (result, _map_tensors(lambda t: _result(t, tracked), aux)) if has_aux else result
     return gradient
 
 
@@ -71,13 +71,17 @@ def jvp(f, primals, tangents, has_aux=False):
         duals = [forward_ad.make_dual(as_tensor(p), as_tensor(t)) for p, t in zip(primals, tangents)]
         out, aux = _split_aux(f(*duals), has_aux, "jvp")
         primal_out, tangent_out = forward_ad.unpack_dual(out)
+        aux = _map_tensors(lambda t: forward_ad.unpack_dual(t).primal, aux)
     if tangent_out is None:
         tangent_out = Tensor._from_op(primal_out.data * 0, None)
     return (primal_out, tangent_out, aux) if has_aux else (primal_out, tangent_out)
 
 
-def jacrev(f, argnums=0):
-    """The Jacobian, one reverse pass per output element: shape ``out.shape + arg.shape``."""
+def jacrev(f, argnums=0, has_aux=False):
+    """The Jacobian, one reverse pass per output element: shape ``out.shape + arg.shape``.
+
+    With ``has_aux=True`` f returns ``(output, aux)`` and the result is ``(jacobian, aux)``,
+    aux not differentiated (as ``torch.func.jacrev``)."""
     def jacobian(*args):
         nums = _argnums(argnums, len(args))
         args = list(args)
@@ -86,20 +90,24 @@ def jacrev(f, argnums=0):
             for i, x in zip(nums, selected):
                 args[i] = x
             return f(*args)
-        out, vjp_fn = vjp(of_selected, *[args[i] for i in nums])
+        out, vjp_fn, *aux = vjp(of_selected, *[args[i] for i in nums], has_aux=has_aux)
         eye = np.eye(out.size, dtype=out.dtype)
         rows = [vjp_fn(Tensor._from_op(eye[k].reshape(out.shape), None)) for k in range(out.size)]
         jacobians = tuple(stack([row[j] for row in rows]).reshape(out.shape + as_tensor(args[i]).shape)
                           for j, i in enumerate(nums))
-        return jacobians[0] if isinstance(argnums, int) else jacobians
+        result = jacobians[0] if isinstance(argnums, int) else jacobians
+        return (result, aux[0]) if has_aux else result
     return jacobian
 
 
-def jacfwd(f, argnums=0):
-    """The Jacobian, one forward-mode pass per input element: shape ``out.shape + arg.shape``."""
+def jacfwd(f, argnums=0, has_aux=False):
+    """The Jacobian, one forward-mode pass per input element: shape ``out.shape + arg.shape``.
+
+    With ``has_aux=True`` f returns ``(output, aux)`` and the result is ``(jacobian, aux)``,
+    aux without tangents (as ``torch.func.jacfwd``)."""
     def jacobian(*args):
         nums = _argnums(argnums, len(args))
-        jacobians = []
+        jacobians, aux = [], None
         for i in nums:
             x = as_tensor(args[i])
             eye = np.eye(x.size, dtype=x.dtype)
@@ -108,10 +116,13 @@ def jacfwd(f, argnums=0):
                 with forward_ad.dual_level():
                     dual_args = list(args)
                     dual_args[i] = forward_ad.make_dual(x, Tensor._from_op(eye[k].reshape(x.shape), None))
-                    out, column = forward_ad.unpack_dual(f(*dual_args))
+                    out, aux = _split_aux(f(*dual_args), has_aux, "jacfwd")
+                    out, column = forward_ad.unpack_dual(out)
+                    aux = _map_tensors(lambda t: forward_ad.unpack_dual(t).primal, aux)
                 columns.append(_zeros_if_none(column, out))
             jacobians.append(stack(columns, axis=-1).reshape(out.shape + x.shape))
-        return jacobians[0] if isinstance(argnums, int) else tuple(jacobians)
+        result = jacobians[0] if isinstance(argnums, int) else tuple(jacobians)
+        return (result, aux) if has_aux else result
     return jacobian
 
 
@@ -173,6 +184,17 @@ def _split_aux(result, has_aux, name):
     if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], Tensor)):
         raise TypeError(f"{name}(has_aux=True): f must return a pair (Tensor, aux)")
     return result
+
+
+def _map_tensors(fn, aux):
+    """``aux`` with ``fn`` applied to each Tensor in it (itself, or in a tuple, list or dict)."""
+    if isinstance(aux, Tensor):
+        return fn(aux)
+    if isinstance(aux, (tuple, list)):
+        return type(aux)(_map_tensors(fn, a) for a in aux)
+    if isinstance(aux, dict):
+        return {k: _map_tensors(fn, a) for k, a in aux.items()}
+    return aux
 
 
 def _argnums(argnums, count):

@@ -25,7 +25,9 @@ Beyond first order (``backward(create_graph=True)``, ``minigrad.forward_ad``,
   arrays, as fast as ever; ``create_graph=True`` calls the very same lines with
   Tensors (``with_saved_tensors`` swaps the arrays forward saved for the input and
   output Tensors they are), so the gradient is a recorded graph, differentiable
-  again. One rule, two uses: no second copy of any backward.
+  again. One rule, two uses: no second copy of any backward. An op with a kernel
+  calls its ``@accelerated`` function through ``xp.call``: the kernel on arrays,
+  the function's numpy lines on Tensors.
 - ``composition``: a fused op (one kernel, intermediates of its own) gives the
   composition of named ops it equals, ``composition(*input_tensors, **options)``;
   double backward and tangents differentiate through that composition.
@@ -36,6 +38,7 @@ An op with neither raises a clear error under ``create_graph=True`` or inside a
 import numpy as np
 
 from . import anomaly, forward_ad, inplace, profiler
+from .forward_ad import state as forward_state    # this thread's forward-AD levels: forward_state.active
 from .grad_mode import state as grad_state    # this thread's grad mode: grad_state.enabled
 
 # Names of the modules currently running (innermost last), recorded on each op
@@ -87,7 +90,7 @@ class Function:
             result = _tensor.Tensor._from_op(out, fn)
         if cls.returns_view:
             inplace.share_version(tensors[0], result)
-        if forward_ad.active_levels:     # one list read when forward mode is off
+        if forward_state.active:     # this thread's open forward-AD levels: one attribute read when off
             forward_ad.propagate(fn, tensors, result, options)
         return result
 
@@ -101,6 +104,11 @@ class Function:
     differentiable_backward = False   # backward/jvp use only what arrays and Tensors share
     composition = None                # or: the named ops a fused op equals, on Tensors
     saved_constants = ()              # names of saved float arrays that do not depend on the inputs
+
+    def compose(self, inputs, options):
+        """``composition`` on ``inputs`` (Tensors) with the options forward had: what double
+        backward and tangents of a fused op differentiate."""
+        return self.composition(*inputs, **options)
 
     def jvp(self, *tangents):
         """The tangent of the output given one tangent per input (forward mode)."""

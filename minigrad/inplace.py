@@ -59,7 +59,7 @@ class InPlaceOps:
 
 def _in_place(tensor, other, ufunc, symbol):
     from .tensor import Tensor
-    if forward_ad.active_levels and (getattr(tensor, "_tangents", None) or getattr(other, "_tangents", None)):
+    if forward_ad.state.active and (getattr(tensor, "_tangents", None) or getattr(other, "_tangents", None)):
         return NotImplemented      # a dual tensor: x = x <op> y, so the tangent is updated too
     other_requires_grad = isinstance(other, Tensor) and other.requires_grad
     if grad_mode.is_grad_enabled() and (tensor.requires_grad or other_requires_grad):

@@ -1,5 +1,7 @@
 """Gradients of gradients, forward mode and ``minigrad.func``, checked against
 finite differences and closed forms (the per-op checks are in test_higher_order_ops.py)."""
+import threading
+
 import numpy as np
 import pytest
 
@@ -23,10 +25,9 @@ def numeric_grad(f, x, eps=1e-6):
     return g
 
 
-# A small MLP: matmul written as broadcast-multiply-and-sum (MatMul's own rules come later)
+# A small MLP
 def mlp(x, w1, w2):
-    h = ((x.reshape(4, 3, 1) * w1).sum(axis=1)).tanh()        # (4, 3) @ (3, 5)
-    return ((h.reshape(4, 5, 1) * w2).sum(axis=1)).sigmoid().mean()
+    return ((x @ w1).tanh() @ w2).sigmoid().mean()
 
 
 def mlp_numpy(x, w1, w2):
@@ -439,3 +440,56 @@ def test_func_results_stay_connected_to_weights_outside_the_arguments():
     def penalty(w_):
         return (((1 - np.tanh(X3 * w_) ** 2) * w_) ** 2).sum()
     np.testing.assert_allclose(w.grad, numeric_grad(penalty, w.data), rtol=1e-6)
+
+
+def test_jacrev_and_jacfwd_with_has_aux_return_the_aux_undifferentiated():
+    f = lambda x: ((x * x).tanh(), {"norm": (x * x).sum(), "label": "squares"})     # noqa: E731
+    expected = np.diag(2 * X3 * (1 - np.tanh(X3 * X3) ** 2))
+    for name, transform in {"jacrev": func.jacrev, "jacfwd": func.jacfwd}.items():
+        jacobian, aux = transform(f, has_aux=True)(Tensor(X3))
+        np.testing.assert_allclose(jacobian.numpy(), expected, rtol=1e-12, err_msg=name)
+        assert aux["label"] == "squares" and aux["norm"].item() == pytest.approx((X3 * X3).sum()), name
+        assert not aux["norm"].requires_grad and getattr(aux["norm"], "_tangents", None) is None, name
+    # and they compose: the Hessian of a function with an aux
+    hessian, aux = func.jacfwd(func.jacrev(lambda x: ((x ** 3).sum(), x.sum()), has_aux=True), has_aux=True)(Tensor(X3))
+    np.testing.assert_allclose(hessian.numpy(), np.diag(6 * X3), rtol=1e-12)
+    assert aux.item() == pytest.approx(X3.sum())
+    with pytest.raises(TypeError, match=r"jacfwd\(has_aux=True\): f must return a pair"):
+        func.jacfwd(lambda x: x * 2, has_aux=True)(Tensor(X3))
+
+
+def test_forward_ad_levels_belong_to_the_thread():
+    seen = {}
+    with forward_ad.dual_level():
+        x = forward_ad.make_dual(Tensor(np.array([1.0, 2.0])), Tensor(np.array([1.0, 1.0])))
+
+        def other_thread():
+            seen["levels"] = forward_ad.state.active
+            seen["tangents"] = getattr(x * x, "_tangents", None)      # no level open here: plain values
+            with pytest.raises(RuntimeError, match="no forward-AD level is open in this thread"):
+                forward_ad.make_dual(Tensor([1.0]), Tensor([1.0]))
+            seen["done"] = True
+        worker = threading.Thread(target=other_thread)
+        worker.start()
+        worker.join()
+        np.testing.assert_allclose(forward_ad.unpack_dual(x * x).tangent.numpy(), [2.0, 4.0])
+    assert seen == {"levels": (), "tangents": None, "done": True}
+
+
+def test_threads_running_forward_mode_at_once_keep_their_tangents_apart():
+    barrier, errors = threading.Barrier(2), []
+
+    def run(scale):
+        try:
+            barrier.wait()
+            for _ in range(50):
+                _, tangent = func.jvp(lambda x: (x * x).sum() * scale, (Tensor(X3),), (Tensor(np.ones(3)),))
+                assert tangent.item() == pytest.approx(2 * X3.sum() * scale)
+        except Exception as error:      # noqa: BLE001  (reported by the main thread)
+            errors.append(error)
+    workers = [threading.Thread(target=run, args=(s,)) for s in (1.0, 3.0)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert errors == []

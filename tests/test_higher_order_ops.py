@@ -3,8 +3,10 @@
 ``backward(create_graph=True)``, and the derivative with respect to the incoming
 gradient) and ``jvpcheck`` (forward mode). The cases are the first-order suite's
 own tables (``test_ops_gradcheck.py``), so each op is covered with the same
-shapes, broadcasting and indexing as its gradcheck. Ops without higher-order
-rules yet must say so: see the end of this file.
+shapes, broadcasting and indexing as its gradcheck; the fused ops (attention with
+masked and fully masked rows, cross-entropy, Linear, layer norm) go through the
+compositions they equal. Every op class must have rules (checked by walking
+``Function``'s subclasses); an op without them says so (a test-local op, at the end).
 """
 import numpy as np
 import pytest
@@ -13,15 +15,20 @@ import minigrad as mg
 from minigrad import Tensor, forward_ad, gradcheck, gradgradcheck, jvpcheck
 from minigrad import functional as F
 
-from test_ops_gradcheck import AXES, BINARY, BROADCAST_PAIRS, CONCAT_SHAPES, COND, GETITEM, make_inputs
+from minigrad.function import Function
+from test_ops_gradcheck import AXES, BINARY, BROADCAST_PAIRS, CONCAT_SHAPES, COND, GETITEM, MATMUL_SHAPES, make_inputs
+
+
+# float64 central differences are good to ~1e-9 here: every op is held to relative 1e-6
+TOLERANCE = dict(rtol=1e-6, atol=1e-8)
 
 
 def check_all(shapes, fn, low=-2.0, high=2.0, away_from_zero=False, seed=0):
     arrays = make_inputs(shapes, low, high, seed, away_from_zero)
     tensors = [Tensor(a.copy(), requires_grad=True) for a in arrays]
-    assert gradcheck(fn, tensors)
-    assert gradgradcheck(fn, tensors)
-    assert jvpcheck(fn, tensors)
+    assert gradcheck(fn, tensors, **TOLERANCE)
+    assert gradgradcheck(fn, tensors, **TOLERANCE)
+    assert jvpcheck(fn, tensors, **TOLERANCE)
 
 
 # ------------------------------------------------------------- arithmetic
@@ -148,29 +155,165 @@ def test_where(name):
     check_all(shapes, fn)
 
 
-# --------------------------------------------- ops whose rules come later
-rng = np.random.default_rng(0)
-NOT_YET = {"MatMul": lambda a: a @ a,
-           "ReLU": lambda a: a.relu(),
-           "MaskedFill": lambda a: a.masked_fill(COND[:, :3], 0.0),
-           "Softmax": lambda a: a.softmax(axis=-1),
-           "LogSoftmax": lambda a: a.log_softmax(axis=-1)}
+# ------------------------------------------------------------------ matmul
+@pytest.mark.parametrize("shapes", MATMUL_SHAPES, ids=str)
+def test_matmul(shapes):
+    check_all(shapes, lambda a, b: (a @ b).tanh())
 
 
-@pytest.mark.parametrize("name", NOT_YET)
-def test_an_op_without_higher_order_rules_says_so_under_create_graph(name):
-    x = Tensor(rng.standard_normal((3, 3)), requires_grad=True)
-    out = NOT_YET[name](x)
-    with pytest.raises(RuntimeError, match=f"{name} has no double-backward / tangent rule yet"):
+def test_matmul_of_a_tensor_with_itself():
+    check_all([(3, 3)], lambda a: a @ a)
+
+
+# ---------------------------------------------------- relu, masked_fill, dropout
+def test_relu():
+    # times a: relu's own second derivative is 0 (away from the kink), the product's is not
+    check_all([(3, 4)], lambda a: a.relu() * a, away_from_zero=True)
+
+
+def test_relu_functional():
+    check_all([(5,)], lambda a: F.relu(a) ** 3, away_from_zero=True)
+
+
+@pytest.mark.parametrize("mask", [COND, COND[:1]], ids=["full", "broadcast"])
+def test_masked_fill(mask):
+    check_all([(3, 4)], lambda a: a.masked_fill(mask, -1.5) * a)
+
+
+@pytest.mark.parametrize("p", [0.3, 0.7])
+def test_dropout(p):
+    def fn(a):
+        mg.manual_seed(123)      # the same mask on every evaluation
+        return F.dropout(a, p) * a
+    check_all([(4, 5)], fn)
+
+
+# --------------------------------------------------------- softmax, log_softmax
+@pytest.mark.parametrize("axis", [0, 1, 2, -1, -2, -3])
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+def test_softmax_and_log_softmax(op, axis):
+    weights = Tensor(np.random.default_rng(1).standard_normal((2, 3, 4)))
+    check_all([(2, 3, 4)], lambda a: getattr(a, op)(axis=axis) * weights)
+
+
+MASK = np.array([[False, True, False, False], [True] * 4, [False] * 4])    # row 1: fully masked
+
+
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+def test_softmax_with_masked_and_fully_masked_rows(op):
+    weights = Tensor(np.random.default_rng(2).standard_normal((3, 4)))
+
+    def fn(a):
+        out = getattr(a.masked_fill(MASK, -np.inf), op)(-1)
+        return (out.masked_fill(MASK, 0.0) if op == "log_softmax" else out) * weights    # -inf * w: NaN
+    check_all([(3, 4)], fn)
+
+
+# ----------------------------------------------------------------- fused ops
+def causal(length):
+    return np.tril(np.ones((length, length), bool))
+
+
+ALLOWED_WITH_AN_EMPTY_ROW = causal(4).copy()
+ALLOWED_WITH_AN_EMPTY_ROW[2] = False      # query 2 may attend to nothing: zero weights, zero output
+
+
+@pytest.mark.parametrize("allowed", [np.ones((1, 1, 1, 1), bool), causal(4), ALLOWED_WITH_AN_EMPTY_ROW],
+                         ids=["unmasked", "causal", "fully_masked_row"])
+def test_fused_self_attention(allowed):
+    weights = Tensor(np.random.default_rng(3).standard_normal((2, 4, 4)))
+    check_all([(2, 4, 12)], lambda qkv: F.self_attention(qkv, num_heads=2, mask=allowed)[0] * weights)
+
+
+def test_fused_cross_attention_with_padding_and_a_fully_masked_batch_row():
+    allowed = np.ones((2, 1, 1, 5), bool)
+    allowed[0, ..., 3:] = False                 # padded keys
+    allowed[1, ..., :] = False                  # a source with no visible key at all
+    weights = Tensor(np.random.default_rng(4).standard_normal((2, 3, 4)))
+    check_all([(2, 3, 4), (2, 5, 8)],
+              lambda q, kv: F.cross_attention(q, kv, num_heads=2, mask=allowed)[0] * weights)
+
+
+CE_CASES = {"plain": {}, "ignore_index": {"ignore_index": 2}, "label_smoothing": {"label_smoothing": 0.1},
+            "both": {"ignore_index": 2, "label_smoothing": 0.2}}
+TARGETS = np.array([0, 4, 2, 2, 1, 3])
+
+
+@pytest.mark.parametrize("case", CE_CASES)
+def test_cross_entropy(case):
+    check_all([(6, 5)], lambda x: F.cross_entropy(x, TARGETS, **CE_CASES[case]))
+
+
+def test_cross_entropy_3d_logits_with_padding():
+    targets = np.array([[1, 0, -100], [2, -100, -100]])
+    check_all([(2, 3, 4)], lambda x: F.cross_entropy(x, Tensor(targets), ignore_index=-100, label_smoothing=0.1))
+
+
+@pytest.mark.parametrize("x_shape", [(5, 3), (2, 4, 3)], ids=str)
+def test_linear(x_shape):
+    check_all([x_shape, (3, 4), (4,)], lambda x, w, b: F.linear(x, w, b).tanh())
+
+
+def test_layer_norm():
+    check_all([(2, 3, 5), (5,), (5,)], F.layer_norm)
+
+
+def test_layer_norm_eps():
+    check_all([(3, 4), (4,), (4,)], lambda x, w, b: F.layer_norm(x, w, b, eps=0.1))
+
+
+# ------------------------------------------------------------- every op covered
+def op_classes():
+    found, todo = [], list(Function.__subclasses__())
+    while todo:
+        cls = todo.pop()
+        todo += cls.__subclasses__()
+        if cls.__module__.startswith("minigrad.") and not cls.__name__.startswith("_"):
+            found.append(cls)
+    return found
+
+
+def test_every_op_has_higher_order_rules():
+    # a rule: a backward (and jvp) that runs on Tensors, or the composition of named ops it equals
+    missing = [cls.__name__ for cls in op_classes()
+               if not (cls.differentiable_backward and cls.jvp is not Function.jvp) and cls.composition is None]
+    assert missing == []
+
+
+# ------------------------------------------- an op without rules says so
+class _Cube(Function):
+    """x^3 with a numpy backward and nothing beyond first order (a test's own op)."""
+
+    def forward(self, a):
+        self.a = a
+        return a ** 3
+
+    def backward(self, grad):
+        return grad * 3 * self.a ** 2
+
+
+def test_an_op_without_higher_order_rules_says_so_under_create_graph():
+    x = Tensor(np.array([0.5, -2.0]), requires_grad=True)
+    out = _Cube.apply(x)
+    with pytest.raises(RuntimeError, match="_Cube has no double-backward / tangent rule yet"):
         mg.autograd.grad((out * out).sum(), x, create_graph=True)
     (out * out).sum().backward()        # its first-order backward still works
-    assert isinstance(x.grad, np.ndarray)
+    np.testing.assert_allclose(x.grad, 6 * x.data ** 5)
 
 
-@pytest.mark.parametrize("name", NOT_YET)
-def test_an_op_without_higher_order_rules_says_so_in_forward_mode(name):
-    x = Tensor(rng.standard_normal((3, 3)))
+def test_an_op_without_higher_order_rules_says_so_in_forward_mode():
     with forward_ad.dual_level():
-        dual = forward_ad.make_dual(x, Tensor(np.ones((3, 3))))
-        with pytest.raises(RuntimeError, match=f"{name} has no tangent rule yet"):
-            NOT_YET[name](dual)
+        dual = forward_ad.make_dual(Tensor(np.array([0.5, -2.0])), Tensor(np.ones(2)))
+        with pytest.raises(RuntimeError, match="_Cube has no tangent rule yet"):
+            _Cube.apply(dual)
+
+
+def test_differentiating_fused_attention_again_hands_out_its_weights_once():
+    qkv = Tensor(np.random.default_rng(5).standard_normal((1, 3, 6)), requires_grad=True)
+    weights = []
+    out = mg.ops.SelfAttentionCore.apply(qkv, num_heads=1, allowed=causal(3), weights_out=weights)
+    g, = mg.autograd.grad((out * out).sum(), qkv, create_graph=True)
+    with forward_ad.dual_level():
+        mg.ops.SelfAttentionCore.apply(forward_ad.make_dual(qkv.detach(), Tensor(np.ones((1, 3, 6)))),
+                                       num_heads=1, allowed=causal(3), weights_out=weights)
+    assert len(weights) == 2 and g.requires_grad

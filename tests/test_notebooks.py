@@ -8,6 +8,7 @@ the checkout. Without Graphviz's ``dot`` every graph cell must still run and sho
 the graph's DOT source with the install hint.
 """
 import os
+import re
 import shutil
 import time
 
@@ -85,7 +86,13 @@ def test_higher_order_notebook_runs(tmp_path, monkeypatch):
     assert "gradgradcheck: True" in text and "d/dx [x * d/dy (x + y)] = 1.0" in text
     assert "wide R^1000 -> R: jacrev" in text and "-> jacrev" in text.split("tall")[0]
     assert "-> jacfwd" in text.split("tall")[1]
+    speedups = [float(x) for x in re.findall(r"-> jac(?:rev|fwd) (\d+)x faster", text)]
+    assert len(speedups) == 2 and min(speedups) >= 10, speedups     # each mode wins its side by 10x or more
     assert len(graph_outputs(notebook, dot_installed)) == 1
+    # the date model: one Hessian-vector product against central differences of the loss (small h)
+    hvp = float(re.search(r"dᵀHd = ([\d.]+)", text).group(1))
+    central = float(re.search(r"h = 1e-05: ([\d.]+)", text).group(1))
+    assert abs(hvp - central) <= 1e-4 * abs(central), (hvp, central)
 
 
 @pytest.mark.slow

@@ -119,6 +119,10 @@ class _AttentionCore(Function):
         weights_out.append(self.weights)
         return out
 
+    def compose(self, inputs, options):
+        # the weights were handed out by forward; the composition must not add a second copy
+        return self.composition(*inputs, **dict(options, weights_out=None))
+
     def backward(self, grad):
         grads = attention_backward(np.ascontiguousarray(grad), *self.inputs_of_qkv, self.weights, self.num_heads,
                                    self.columns)

@@ -123,18 +123,19 @@ def relu_backward(out, grad):
     """0 where the output is <= 0, else grad: PyTorch's threshold_backward(grad, out, 0). So a NaN
     output (from a NaN input) passes its gradient, as in PyTorch, and a NaN gradient where the
     output is 0 gives 0."""
-    return np.where(out <= 0, grad.dtype.type(0), grad)
+    return xp.where(out <= 0, grad.dtype.type(0), grad)    # xp: the same line runs on Tensors
 
 
-class ReLU(Function):
-    """max(x, 0); its gradient passes where the output is not <= 0 (NaN included, as PyTorch)."""
+class ReLU(_Elementwise):
+    """max(x, 0); its gradient passes where the output is not <= 0 (NaN included, as PyTorch).
+    Arrays take the kernel; Tensors (beyond first order) the numpy lines of ``relu_backward``."""
 
     def forward(self, a):
         self.out = relu(a)
         return self.out
 
     def backward(self, grad):
-        return relu_backward(self.out, grad)
+        return xp.call(relu_backward, self.out, grad)
 
 
 class GELU(Function):

@@ -8,17 +8,23 @@ import numpy as np
 
 from ..function import Function
 from ..kernels.registry import accelerated
+from . import xp
 from .checks import broadcast_shape
 
 
 @accelerated
 def matmul_arrays(a, b):
-    """a @ b for arrays with ndim >= 2 (batch dimensions broadcast): ``np.matmul``."""
-    return np.matmul(a, b)
+    """a @ b for arrays with ndim >= 2 (batch dimensions broadcast): ``np.matmul``, and
+    for Tensors the MatMul op (``xp.call`` runs this line on Tensors beyond first order)."""
+    return a @ b
 
 
 class MatMul(Function):
     # forward: C = A @ B (batch dims broadcast);  backward: dA = g @ B^T,  dB = A^T @ g
+    # tangent: dC = dA @ B + A @ dB.  All products go through xp.call: the kernel on arrays,
+    # recorded MatMul ops on Tensors (differentiable_backward, see function.py).
+    differentiable_backward = True
+
     def forward(self, a, b):
         if a.shape[-1] != b.shape[-2]:
             raise ValueError(f"matmul: shapes {a.shape} and {b.shape} do not fit: the last dimension "
@@ -31,20 +37,23 @@ class MatMul(Function):
     def backward(self, grad):
         a, b = self.a, self.b
         need_a, need_b = self.needs_input_grad
-        grad_a = matmul_arrays(grad, b.swapaxes(-1, -2)) if need_a else None  # dA = g @ B^T
+        grad_a = xp.call(matmul_arrays, grad, b.swapaxes(-1, -2)) if need_a else None  # dA = g @ B^T
         grad_b = None
         if need_b:
             if b.ndim == 2 and a.ndim > 2:
                 grad_b = shared_weight_grad(a, grad)
             else:
-                grad_b = matmul_arrays(a.swapaxes(-1, -2), grad)  # dB = A^T @ g; the engine sums broadcast batch dims
+                grad_b = xp.call(matmul_arrays, a.swapaxes(-1, -2), grad)  # dB = A^T @ g; the engine sums broadcast batch dims
         return grad_a, grad_b
+
+    def jvp(self, da, db):
+        return xp.call(matmul_arrays, da, self.b) + xp.call(matmul_arrays, self.a, db)
 
 
 def shared_weight_grad(x, grad):
     """Gradient of W in x @ W for x (..., in), W (in, out): fold the batch into the
     rows so one BLAS call does the sum over every row."""
-    return matmul_arrays(x.reshape(-1, x.shape[-1]).T, grad.reshape(-1, grad.shape[-1]))
+    return xp.call(matmul_arrays, x.reshape(-1, x.shape[-1]).T, grad.reshape(-1, grad.shape[-1]))
 
 
 def matmul(a, b):

@@ -97,7 +97,12 @@ class LayerNorm(Function):
 
 
 class Dropout(Function):
-    """Zero each entry with probability p and scale the rest by 1/(1-p)."""
+    """Zero each entry with probability p and scale the rest by 1/(1-p).
+
+    The scaled mask is drawn once, in forward, and does not depend on x: beyond first
+    order it is a constant (``saved_constants``), and the tangent is masked the same way."""
+    differentiable_backward = True
+    saved_constants = ("scaled_keep",)
 
     def forward(self, x, p, generator):
         keep = generator.random(x.shape, dtype=np.float64 if x.dtype == np.float64 else np.float32) >= p
@@ -106,6 +111,8 @@ class Dropout(Function):
 
     def backward(self, grad):
         return grad * self.scaled_keep                     # dx = g * keep / (1 - p)
+
+    jvp = backward      # elementwise: the Jacobian is diagonal
 
 
 class CrossEntropy(Function):

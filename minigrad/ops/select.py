@@ -10,7 +10,7 @@ from .checks import broadcast_shape, unwrap
 @accelerated
 def masked_fill(a, mask, value):
     """``value`` where the boolean mask is True, ``a`` elsewhere (the mask broadcasts)."""
-    return np.where(mask, a.dtype.type(value), a)
+    return xp.where(mask, a.dtype.type(value), a)    # xp: the same line runs on Tensors
 
 
 def _bool_mask(mask, op):
@@ -42,7 +42,10 @@ class Where(Function):
 
 
 class MaskedFill(Function):
-    """x.masked_fill(mask, value): ``value`` where mask is True (PyTorch's convention)."""
+    """x.masked_fill(mask, value): ``value`` where mask is True (PyTorch's convention).
+    Backward and tangent are the same masking of the gradient (the op is linear in x but
+    for its constant value), so they run on Tensors too (``differentiable_backward``)."""
+    differentiable_backward = True
 
     def forward(self, a, mask, value):
         self.mask = _bool_mask(mask, "masked_fill")
@@ -53,7 +56,9 @@ class MaskedFill(Function):
 
     def backward(self, grad):
         # da = where(mask, 0, g): a filled entry does not depend on a (PyTorch: g.masked_fill(mask, 0))
-        return masked_fill(grad, self.mask, 0)
+        return xp.call(masked_fill, grad, self.mask, 0)
+
+    jvp = backward      # a filled entry is a constant: its tangent is 0 too
 
 
 def where(condition, a, b):

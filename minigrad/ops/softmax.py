@@ -11,6 +11,7 @@ import numpy as np
 
 from ..function import Function
 from ..kernels.registry import accelerated
+from . import xp
 from .checks import normalize_axis
 
 
@@ -30,8 +31,9 @@ def softmax(x):
 
 @accelerated
 def softmax_backward(y, grad):
-    """dx = y * (grad - sum(grad * y)) per row: O(width), no Jacobian."""
-    return y * (grad - np.sum(grad * y, axis=-1, keepdims=True))
+    """dx = y * (grad - sum(grad * y)) per row: O(width), no Jacobian. The Jacobian
+    diag(y) - y yᵀ is symmetric, so this is also the tangent rule (J v = vᵀ J)."""
+    return y * (grad - (grad * y).sum(axis=-1, keepdims=True))
 
 
 @accelerated
@@ -45,13 +47,28 @@ def log_softmax(x):
 def log_softmax_backward(y, grad):
     """dx = grad - exp(y) * sum(grad) per row; zeros for a fully masked row (all -inf).
     No kernel: the model never runs it (cross-entropy has its own backward)."""
-    dx = grad - np.exp(y) * np.sum(grad, axis=-1, keepdims=True)
-    fully_masked = np.all(np.isneginf(y), axis=-1, keepdims=True)
-    return np.where(fully_masked, 0, dx)
+    dx = grad - xp.exp(y) * grad.sum(axis=-1, keepdims=True)
+    return xp.where(_fully_masked(y), dx.dtype.type(0), dx)
+
+
+def log_softmax_jvp(y, tangent):
+    """dy = tangent - sum(exp(y) * tangent) per row (the Jacobian I - 1 pᵀ is not symmetric,
+    so forward mode has its own line); zeros for a fully masked row."""
+    dy = tangent - (xp.exp(y) * tangent).sum(axis=-1, keepdims=True)
+    return xp.where(_fully_masked(y), dy.dtype.type(0), dy)
+
+
+def _fully_masked(y):
+    """Rows of log-softmax output that are all -inf (every input was -inf): a constant mask."""
+    return np.all(np.isneginf(xp.constant(y)), axis=-1, keepdims=True)
 
 
 class _LastAxisOp(Function):
-    """Moves ``axis`` to the end (the functions above work on the last axis) and back."""
+    """Moves ``axis`` to the end (the functions above work on the last axis) and back.
+
+    Backward and tangent rules use ``xp``, so they run on arrays (kernels when they fit)
+    and on Tensors (``differentiable_backward``); they need only the saved output."""
+    differentiable_backward = True
 
     def forward(self, a, axis=-1):
         op = self.rows_forward.__name__
@@ -65,23 +82,33 @@ class _LastAxisOp(Function):
                              "has no value; give it at least one entry along that axis")
         self.moved = self.axis != a.ndim - 1
         x = np.moveaxis(a, self.axis, -1) if self.moved else a
-        self.out = self.rows_forward(x)
-        return np.moveaxis(self.out, -1, self.axis) if self.moved else self.out
+        out = self.rows_forward(x)
+        self.out = np.moveaxis(out, -1, self.axis) if self.moved else out   # saved: the output itself
+        return self.out
 
     def backward(self, grad):
-        g = np.moveaxis(grad, self.axis, -1) if self.moved else grad
-        dx = self.rows_backward(self.out, g)
-        return np.moveaxis(dx, -1, self.axis) if self.moved else dx
+        return self._by_rows(self.rows_backward, grad)
+
+    def jvp(self, tangent):
+        return self._by_rows(self.rows_jvp, tangent)
+
+    def _by_rows(self, rule, vector):
+        """``rule(output, vector)`` with the op's axis moved last for the call, then back."""
+        if not self.moved:
+            return xp.call(rule, self.out, vector)
+        rows = xp.call(rule, xp.moveaxis(self.out, self.axis, -1), xp.moveaxis(vector, self.axis, -1))
+        return xp.moveaxis(rows, -1, self.axis)
 
 
 class Softmax(_LastAxisOp):
     rows_forward = staticmethod(softmax)
-    rows_backward = staticmethod(softmax_backward)
+    rows_backward = rows_jvp = staticmethod(softmax_backward)     # symmetric Jacobian
 
 
 class LogSoftmax(_LastAxisOp):
     rows_forward = staticmethod(log_softmax)
     rows_backward = staticmethod(log_softmax_backward)
+    rows_jvp = staticmethod(log_softmax_jvp)
 
 
 from ..kernels import softmax_kernels  # noqa: E402,F401  (registers kernels for the functions above)

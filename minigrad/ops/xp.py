@@ -8,7 +8,8 @@ built from recorded, differentiable ops. Operators (``+ - * / **``, unary ``-``)
 ``.sum(axis=, keepdims=)``, ``.mean``, ``.reshape``, ``.transpose``, ``.astype``
 and ``x[index]`` already mean the same on both; what numpy spells as a
 function is here, dispatching on the argument's type ("xp" is the array-API
-habit of naming the array namespace a function works with).
+habit of naming the array namespace a function works with). ``call`` runs an
+op's ``@accelerated`` function: its kernel on arrays, its numpy lines on Tensors.
 """
 import numpy as np
 
@@ -18,12 +19,42 @@ def _is_tensor(x) -> bool:
     return type(x) is not np.ndarray and hasattr(x, "grad_fn")
 
 
+def call(function, *args):
+    """An op's rule ``function`` (often ``@accelerated``) on ``args``.
+
+    On arrays it is the ordinary call (the registered kernel when one fits): the
+    first-order pass is exactly as fast as before. On Tensors (``create_graph=True``,
+    forward mode) it runs the numpy definition, written with what arrays and Tensors
+    share, so the call is recorded op by op (a kernel takes arrays only)."""
+    for x in args:
+        if _is_tensor(x):
+            return getattr(function, "numpy", function)(*args)
+    return function(*args)
+
+
 def where(condition, a, b):
     """``a`` where the constant boolean ``condition`` holds, else ``b``."""
     if _is_tensor(a) or _is_tensor(b):
         from .select import where as tensor_where
         return tensor_where(condition, a, b)
     return np.where(condition, a, b)
+
+
+def exp(x):
+    return x.exp() if _is_tensor(x) else np.exp(x)
+
+
+def constant(x):
+    """The values of ``x`` as an array: for masks and the like, which carry no derivative."""
+    return x.data if _is_tensor(x) else x
+
+
+def moveaxis(x, source, destination):
+    if _is_tensor(x):
+        order = [i for i in range(x.ndim) if i != source % x.ndim]
+        order.insert(destination % x.ndim, source % x.ndim)
+        return x.transpose(tuple(order))
+    return np.moveaxis(x, source, destination)
 
 
 def zeros_like(x):
