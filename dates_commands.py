@@ -7,22 +7,41 @@ inside a ``try``, so Ctrl-C at any moment after Python has started is one line a
 130; from then on ``transformer.console.console_script`` keeps the same promise.
 """
 import importlib
+import signal
 import sys
 
 EXIT_INTERRUPTED = 130          # as transformer.console.EXIT_INTERRUPTED (not imported: it is not light)
+_interrupted = False
+
+
+def _on_sigint(signum, frame):
+    global _interrupted
+    _interrupted = True
+    raise KeyboardInterrupt
 
 
 def _run(target: str, argv):
     module, function = target.split(":")
+    previous = signal.signal(signal.SIGINT, _on_sigint)
     try:
         main = getattr(importlib.import_module(module), function)
     except KeyboardInterrupt:
-        try:
-            print("interrupted", file=sys.stderr)
-        except (OSError, ValueError, AttributeError):    # stderr closed or full
-            pass
-        return EXIT_INTERRUPTED
+        return _interrupted_at_start()
+    except ImportError:
+        if _interrupted:     # numpy before 1.25 turns a Ctrl-C inside its C extension's import into this
+            return _interrupted_at_start()
+        raise
+    finally:
+        signal.signal(signal.SIGINT, previous)
     return main(argv)
+
+
+def _interrupted_at_start() -> int:
+    try:
+        print("interrupted", file=sys.stderr)
+    except (OSError, ValueError, AttributeError):    # stderr closed or full
+        pass
+    return EXIT_INTERRUPTED
 
 
 def train(argv=None):
