@@ -16,7 +16,7 @@ once with the Numba kernels and once with the pure-numpy path
 Part 3, with ``--load`` (examples/benchmark_load.py): the training step and
 greedy decoding while N busy background processes of the benchmark's own share
 the machine, for each BLAS thread setting and, with ``--torch-python``, the
-PyTorch reference.
+PyTorch reference (the same model in ``torch.nn``: ``compare_with_pytorch.py --step-summary``).
 
 Figures are medians over many repetitions; the first steps (compilation,
 warm-up) are left out of the medians. BLAS threads follow minigrad's policy
@@ -120,7 +120,8 @@ def main(argv=None):
     parser.add_argument("--torch-python", default=None, metavar="PATH",
                         help="a Python with torch: adds the PyTorch reference to --load")
     parser.add_argument("--torch-script", default=None, metavar="PATH",
-                        help="the reference script (default ../shared/bench/torch_dates.py beside the repo)")
+                        help="the reference script (default examples/compare_with_pytorch.py, run with "
+                             "--step-summary)")
     parser.add_argument("--rounds", type=int, default=None, help="alternating rounds per load (default 2, quick 1)")
     parser.add_argument("--load-steps", type=int, default=None,
                         help="minigrad steps per block under load (default 30, quick 15)")

@@ -6,8 +6,9 @@
 For each load (0, 1, 2 busy processes: pure-Python loops this benchmark starts and
 stops itself) it times, in alternating blocks, minigrad with the BLAS thread policy
 (``auto``), minigrad with one and with two BLAS threads forced, and, given a Python
-with torch, the PyTorch reference step (``../shared/bench/torch_dates.py``, run as a
-subprocess; its SUMMARY line gives the step median, p90 and decode rate).
+with torch, the PyTorch reference: the same model built from ``torch.nn`` layers and trained at
+the same config (``examples/compare_with_pytorch.py --step-summary``, run as a subprocess; its
+SUMMARY line gives the step median, p90 and decode rate).
 
 The busy processes are bounded in time, leave when this process dies (they watch
 their parent), and are killed on any exit: normal, exception, Ctrl-C or SIGTERM.
@@ -24,7 +25,7 @@ import time
 import numpy as np
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT_TORCH_SCRIPT = os.path.join(REPO, "..", "shared", "bench", "torch_dates.py")
+DEFAULT_TORCH_SCRIPT = os.path.join(REPO, "examples", "compare_with_pytorch.py")
 
 # A busy process: pure CPU, no memory traffic; it stops at its deadline or when its parent is gone.
 # The parent's pid comes as an argument: a parent killed before the spinner's first line still counts.
@@ -107,11 +108,10 @@ def other_runnable_threads(seconds: float = 0.5, samples: int = 10):
 
 # ------------------------------------------------------------------ the PyTorch reference
 def torch_command(torch_python, torch_script, steps: int, skip: int):
-    """The reference run at minigrad's default config; evaluation only at the end (its decode timing)."""
-    return [torch_python, torch_script, "--d_model", "64", "--heads", "4", "--layers", "2", "--d_ff", "256",
-            "--batch", "128", "--lr", "1e-3", "--warmup", "100", "--sched", "cos", "--clip", "1.0",
-            "--steps", str(steps), "--timing_skip", str(skip), "--eval_every", str(10 * steps),
-            "--log_every", str(10 * steps), "--no_wait_quiet"]
+    """The reference run: PyTorch's twin of the default model at dates-train's config, on two
+    threads (the row's label), from seed 0's weights; no evaluation until its decode timing."""
+    return [torch_python, torch_script, "--step-summary", "--steps", str(steps), "--timing-skip", str(skip),
+            "--torch-threads", "2", "--seed", "0"]
 
 
 def run_torch_reference(torch_python, torch_script, steps: int = 60, skip: int = 20, timeout: float = 900):
@@ -130,12 +130,15 @@ def run_torch_reference(torch_python, torch_script, steps: int = 60, skip: int =
 
 
 def check_torch(torch_python, torch_script):
-    """One clear error before the long run if the reference cannot start."""
+    """One clear error before the long run if the reference cannot start (it imports the
+    repository's minigrad and transformer too, so their dependencies must be there)."""
     if not os.path.isfile(torch_script):
-        raise SystemExit(f"--torch-script: no file {torch_script}; pass the path of torch_dates.py")
-    probe = subprocess.run([torch_python, "-c", "import torch, numpy"], capture_output=True, text=True)
+        raise SystemExit(f"--torch-script: no file {torch_script}; pass examples/compare_with_pytorch.py "
+                         "or a script printing the same SUMMARY line")
+    probe = subprocess.run([torch_python, "-c", "import torch, numpy, numba"], capture_output=True, text=True)
     if probe.returncode:
-        raise SystemExit(f"--torch-python {torch_python} cannot import torch and numpy: "
+        raise SystemExit(f"--torch-python {torch_python} cannot import torch, numpy and numba "
+                         f"(pip install -e {REPO} into it): "
                          f"{probe.stderr.strip().splitlines()[-1] if probe.stderr.strip() else probe.returncode}")
 
 

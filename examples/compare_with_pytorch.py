@@ -3,6 +3,7 @@
     pip install torch --index-url https://download.pytorch.org/whl/cpu && pip install -e ".[compare]"
     python examples/compare_with_pytorch.py                      # check, then train both, quiet and busy
     python examples/compare_with_pytorch.py --checkpoint runs/dates/model.npz --check-only
+    python examples/compare_with_pytorch.py --step-summary --steps 60 --timing-skip 20
 
 1. **Check.** The date model is built from PyTorch's own layers (``TorchDates``: nn.Embedding,
    nn.TransformerEncoder/Decoder of post-norm ReLU layers, nn.Linear; the parameter names that
@@ -19,6 +20,11 @@
    times (median, p10..p90), loss, the first step and training seconds at which held-out exact
    match reached 99.9%, and where the rule stopped. ``--load 0,1`` repeats the race with that many
    busy processes (pure-Python spinners this script starts and stops, as ``benchmark_load.py``).
+3. **Step summary** (``--step-summary``, neither 1 nor 2): the PyTorch model alone trains
+   ``--steps`` steps at ``dates-train``'s config from a fresh minigrad model's weights, then
+   greedy-decodes the 2,000 held-out dates three times; one line ``SUMMARY {json}`` gives the
+   step median, p10 and p90 (the first ``--timing-skip`` steps left out) and the decode rate.
+   ``examples/benchmark_load.py`` runs this as its PyTorch row (``benchmark.py --torch-python``).
 
 PyTorch is only needed here (``[compare]`` extra); minigrad never imports it. Dropout is refused
 (the two frameworks draw different masks), so the comparison is of deterministic models.
@@ -356,7 +362,40 @@ def race(model_config, config, data, seed, eval_every, busy, time_limit):
               + ", ".join(f"{s}: {m:.2%}" for s, m in side.evals))
 
 
-def main(argv=None):
+# ------------------------------------------------------------------ 3. step summary
+def step_summary(model, config, data, steps, timing_skip, decode_repeats=3):
+    """The PyTorch twin of ``model`` trained alone for ``steps`` steps; its timings as a dict.
+
+    A step is forward, backward, clip and Adam on one batch (``torch_side``), as minigrad's
+    step in the benchmarks; sampling the batch is not timed. Decoding is timed after training,
+    ``decode_repeats`` times over the held-out dates, and its median counts (a model this early
+    in training rarely writes <eos> early, so each decode runs about all 19 positions)."""
+    side = torch_side(torch_copy(model), config, data)
+    batches = np.random.default_rng(config.seed)
+    while side.step < steps and not side.done:
+        src, tgt = data.sample_batch(batches, config.batch_size)
+        side.train_one(src, tgt, eval_every=0)
+    timed = np.array(side.times[timing_skip:] or side.times) * 1e3
+    decode_seconds, match = [], None
+    for _ in range(decode_repeats):
+        start = time.perf_counter()
+        match = side.decode_fn()
+        decode_seconds.append(time.perf_counter() - start)
+    decode_s = statistics.median(decode_seconds)
+    return {"median_step_ms": round(float(np.median(timed)), 3),
+            "p10_step_ms": round(float(np.percentile(timed, 10)), 3),
+            "p90_step_ms": round(float(np.percentile(timed, 90)), 3),
+            "steps_run": side.step, "timed_steps": len(timed), "train_s": round(side.seconds, 2),
+            "loss_first": round(side.losses[0], 4), "loss_last": round(side.losses[-1], 4),
+            "held_out_exact_match": match, "decode_2000_s": round(decode_s, 4),
+            "decode_dates_per_s": round(len(data.test_src) / decode_s, 1),
+            "threads": torch.get_num_threads(), "torch": torch.__version__,
+            "config": {"batch_size": config.batch_size, "lr": config.lr, "warmup": config.warmup,
+                       "schedule": config.schedule, "betas": list(config.betas), "eps": config.eps,
+                       "clip": config.clip, "label_smoothing": config.label_smoothing, "seed": config.seed}}
+
+
+def _parser():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                      epilog="exit status 1 when a difference in the check exceeds 1e-5")
     parser.add_argument("--checkpoint", help="check this dates-train checkpoint's weights (default: a fresh "
@@ -372,10 +411,25 @@ def main(argv=None):
                         help="stop a framework after this many seconds of training (default: %(default)s)")
     parser.add_argument("--torch-threads", type=int, default=None,
                         help="torch.set_num_threads (default: PyTorch's own, one per core)")
+    summary = parser.add_argument_group("--step-summary: time the PyTorch model alone (no check, no race)")
+    summary.add_argument("--step-summary", action="store_true",
+                         help="train PyTorch's model --steps steps, decode the held-out dates, print SUMMARY {json}")
+    summary.add_argument("--steps", type=int, default=60, help="steps to train (default: %(default)s)")
+    summary.add_argument("--timing-skip", type=int, default=20,
+                         help="first steps left out of the step times (default: %(default)s)")
+    return parser
+
+
+def main(argv=None):
+    parser = _parser()
     args = parser.parse_args(argv)
+    if args.step_summary and not 0 <= args.timing_skip < args.steps:
+        parser.error(f"--step-summary needs 0 <= --timing-skip < --steps, got {args.timing_skip} and {args.steps}")
     if args.torch_threads:
         torch.set_num_threads(args.torch_threads)
     data = DateDataset()
+    if args.step_summary:
+        return _print_step_summary(args, data)
     print(f"minigrad from {os.path.dirname(minigrad.__file__)}; torch {torch.__version__}, "
           f"numpy {np.__version__}; {os.cpu_count()} CPUs; held-out: {len(data.test_src)} dates of "
           "transformer.dates.held_out_ordinals()")
@@ -401,6 +455,20 @@ def main(argv=None):
     for busy in [int(n) for n in args.load.split(",") if n.strip()]:
         race(model.config, config, data, args.seed, args.eval_every, busy, args.time_limit)
     return 0 if largest <= TOLERANCE else 1
+
+
+def _print_step_summary(args, data):
+    """--step-summary: one header line, then the SUMMARY line benchmark_load.py parses."""
+    import json
+    minigrad.manual_seed(args.seed)
+    config = TrainConfig(seed=args.seed, steps=max(args.max_steps, args.steps + 1),
+                         label_smoothing=args.label_smoothing)
+    print(f"PyTorch {torch.__version__}, {torch.get_num_threads()} threads: {args.steps} steps at dates-train's "
+          f"config from a fresh model of seed {args.seed}, then greedy decoding of {len(data.test_src)} dates",
+          flush=True)
+    print("SUMMARY " + json.dumps(step_summary(Transformer(ModelConfig()), config, data, args.steps,
+                                               args.timing_skip)), flush=True)
+    return 0
 
 
 if __name__ == "__main__":

@@ -117,25 +117,42 @@ def test_bad_counts_are_refused(benchmark_load):
 
 # ------------------------------------------------------------- the PyTorch reference
 def fake_reference(tmp_path, body):
-    script = tmp_path / "fake_torch_dates.py"
+    script = tmp_path / "fake_reference.py"
     script.write_text(textwrap.dedent(body))
     return str(script)
 
 
-def test_the_reference_summary_is_parsed_and_the_run_asks_for_no_waiting(benchmark_load, tmp_path):
+def test_the_reference_summary_is_parsed(benchmark_load, tmp_path):
     script = fake_reference(tmp_path, """
         import json, sys
-        print("step 50 loss 1.0")
+        print("PyTorch 2.x, 2 threads: 40 steps")
         print("SUMMARY " + json.dumps({"median_step_ms": 51.5, "p90_step_ms": 60.0, "decode_dates_per_s": 500.0,
                                        "argv": sys.argv[1:]}))
     """)
     summary = benchmark_load.run_torch_reference(sys.executable, script, steps=40, skip=10)
     assert summary["median_step_ms"] == 51.5 and summary["decode_dates_per_s"] == 500.0
     argv = summary["argv"]
-    assert "--no_wait_quiet" in argv
-    assert argv[argv.index("--steps") + 1] == "40" and argv[argv.index("--timing_skip") + 1] == "10"
-    assert int(argv[argv.index("--eval_every") + 1]) > 40       # no evaluation inside the timed steps
-    assert argv[argv.index("--d_model") + 1] == "64" and argv[argv.index("--batch") + 1] == "128"
+    assert argv[0] == "--step-summary"
+    assert argv[argv.index("--steps") + 1] == "40" and argv[argv.index("--timing-skip") + 1] == "10"
+    assert argv[argv.index("--torch-threads") + 1] == "2"      # the row's label: "PyTorch eager, 2 threads"
+
+
+def options_of(script):
+    """Every ``--option`` a script's argparse parser defines, read from its source (no import:
+    the comparison script needs torch, which the tests never import)."""
+    import ast
+    with open(script) as f:
+        tree = ast.parse(f.read())
+    return {call.args[0].value for call in ast.walk(tree)
+            if isinstance(call, ast.Call) and getattr(call.func, "attr", None) == "add_argument"
+            and call.args and isinstance(call.args[0], ast.Constant) and str(call.args[0].value).startswith("--")}
+
+
+def test_the_default_reference_is_the_repositorys_comparison_script(benchmark_load):
+    script = benchmark_load.DEFAULT_TORCH_SCRIPT
+    assert os.path.samefile(script, os.path.join(EXAMPLES, "compare_with_pytorch.py"))
+    asked = [arg for arg in benchmark_load.torch_command("python", script, 60, 20)[2:] if arg.startswith("--")]
+    assert asked and set(asked) <= options_of(script)
 
 
 def test_a_reference_without_summary_is_one_clear_error(benchmark_load, tmp_path):

@@ -318,58 +318,82 @@ def _is_number(value) -> bool:
 def _check_training_state(path, meta, scalars, optimizer_state, model_state):
     """Every stored value a resumed run reads, checked for type and range before it is used.
     Values that are absent are left to the reader (``Trainer.resume`` names a missing one)."""
-    def refuse(what):
-        raise CheckpointError(f"checkpoint {path} has an invalid training state ({what})")
+    state = _StateCheck(path)
+    _check_progress(state, meta)
+    _check_adam(state, scalars, optimizer_state, model_state)
+    _check_schedule_and_stopper(state, meta)
+    # the random generators (numpy's PCG64, the bit generator behind default_rng)
+    for key in ("minigrad_rng", "data_rng"):
+        if key in meta and not _valid_pcg64_state(meta[key]):
+            state.refuse(f"{key} is not a valid PCG64 random generator state")
 
-    def check(container, where, key, valid, expected):
+
+class _StateCheck:
+    """Refuses a checkpoint's training state with one error naming the file and the bad value."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def refuse(self, what):
+        raise CheckpointError(f"checkpoint {self.path} has an invalid training state ({what})")
+
+    def check(self, container, where, key, valid, expected):
         if key in container and not valid(container[key]):
-            refuse(f"{where}{key} is {container[key]!r}, expected {expected}")
+            self.refuse(f"{where}{key} is {container[key]!r}, expected {expected}")
 
-    check(meta, "", "step", lambda v: _is_int(v) and v >= 0, "an integer >= 0")
-    check(meta, "", "elapsed", lambda v: _is_number(v) and v >= 0, "a finite number of seconds >= 0")
-    check(meta, "", "history", lambda v: isinstance(v, list) and all(isinstance(r, dict) for r in v),
-          "a list of evaluation records")
-    # Adam's scalars (optim.Adam.state_dict)
-    check(scalars, "optimizer ", "step_count", lambda v: _is_int(v) and v >= 0, "an integer >= 0")
-    check(scalars, "optimizer ", "lr", lambda v: _is_number(v) and 0 <= v <= 1, "a number in [0, 1]")
-    check(scalars, "optimizer ", "betas",
-          lambda v: isinstance(v, list) and len(v) == 2 and all(_is_number(b) and 0 <= b < 1 for b in v),
-          "two numbers in [0, 1)")
-    check(scalars, "optimizer ", "eps", lambda v: _is_number(v) and 0 <= v <= 1, "a number in [0, 1]")
-    check(scalars, "optimizer ", "weight_decay", lambda v: _is_number(v) and v >= 0, "a finite number >= 0")
-    # Adam's moment buffers: one (m, v) pair per parameter, in parameter (= stored) order
+
+def _check_progress(state, meta):
+    """The step reached, the training seconds spent and the evaluation records."""
+    state.check(meta, "", "step", lambda v: _is_int(v) and v >= 0, "an integer >= 0")
+    state.check(meta, "", "elapsed", lambda v: _is_number(v) and v >= 0, "a finite number of seconds >= 0")
+    state.check(meta, "", "history", lambda v: isinstance(v, list) and all(isinstance(r, dict) for r in v),
+                "a list of evaluation records")
+
+
+def _check_adam(state, scalars, optimizer_state, model_state):
+    """Adam's scalars (optim.Adam.state_dict), then its moment buffers: one (m, v) pair per
+    parameter, in parameter (= stored) order."""
+    state.check(scalars, "optimizer ", "step_count", lambda v: _is_int(v) and v >= 0, "an integer >= 0")
+    state.check(scalars, "optimizer ", "lr", lambda v: _is_number(v) and 0 <= v <= 1, "a number in [0, 1]")
+    state.check(scalars, "optimizer ", "betas",
+                lambda v: isinstance(v, list) and len(v) == 2 and all(_is_number(b) and 0 <= b < 1 for b in v),
+                "two numbers in [0, 1)")
+    state.check(scalars, "optimizer ", "eps", lambda v: _is_number(v) and 0 <= v <= 1, "a number in [0, 1]")
+    state.check(scalars, "optimizer ", "weight_decay", lambda v: _is_number(v) and v >= 0,
+                "a finite number >= 0")
     shapes = [value.shape for value in model_state.values()]
     for key, value in optimizer_state.items():
         match = _MOMENT_KEY.match(key)
         if not match or int(match.group(2)) >= len(shapes):
-            refuse(f"optim/{key} is not a moment buffer of any of the {len(shapes)} parameters")
+            state.refuse(f"optim/{key} is not a moment buffer of any of the {len(shapes)} parameters")
         if value.shape != shapes[int(match.group(2))]:
-            refuse(f"optim/{key} has shape {value.shape}, its parameter {shapes[int(match.group(2))]}")
+            state.refuse(f"optim/{key} has shape {value.shape}, its parameter {shapes[int(match.group(2))]}")
         if match.group(1) == "v" and value.size and float(value.min()) < 0:
-            refuse(f"optim/{key}, Adam's second moment, holds negative values")
-    # the learning-rate schedule (optim.LRSchedule) and the stopping rule (stopping.TargetStop)
+            state.refuse(f"optim/{key}, Adam's second moment, holds negative values")
+
+
+def _check_schedule_and_stopper(state, meta):
+    """The learning-rate schedule (optim.LRSchedule) and the stopping rule (stopping.TargetStop)."""
+    def step_or_none(v):
+        return v is None or (_is_int(v) and v >= 0)
+
     schedule = meta.get("schedule", {})
     if not isinstance(schedule, dict):
-        refuse("schedule is not an object")
-    check(schedule, "schedule.", "last_step", lambda v: _is_int(v) and v >= 0, "an integer >= 0")
-    check(schedule, "schedule.", "cooldown_start", lambda v: v is None or (_is_int(v) and v >= 0),
-          "null or an integer >= 0")
+        state.refuse("schedule is not an object")
+    state.check(schedule, "schedule.", "last_step", lambda v: _is_int(v) and v >= 0, "an integer >= 0")
+    state.check(schedule, "schedule.", "cooldown_start", step_or_none, "null or an integer >= 0")
     stopper = meta.get("stopper", {})
     if not isinstance(stopper, dict):
-        refuse("stopper is not an object")
-    check(stopper, "stopper.", "recent",
-          lambda v: isinstance(v, list) and len(v) <= 64 and all(_is_number(x) and 0 <= x <= 1 for x in v),
-          "a short list of fractions in [0, 1]")
+        state.refuse("stopper is not an object")
+    state.check(stopper, "stopper.", "recent",
+                lambda v: isinstance(v, list) and len(v) <= 64 and all(_is_number(x) and 0 <= x <= 1 for x in v),
+                "a short list of fractions in [0, 1]")
     for key in ("hit_step", "reached_step"):
-        check(stopper, "stopper.", key, lambda v: v is None or (_is_int(v) and v >= 0), "null or an integer >= 0")
-    check(stopper, "stopper.", "last_eval_step", lambda v: _is_int(v) and v >= 0, "an integer >= 0")
-    check(stopper, "stopper.", "hit_at", lambda v: _is_number(v) and 0 <= v <= 1, "a fraction in [0, 1]")
-    check(stopper, "stopper.", "reached_seconds", lambda v: v is None or (_is_number(v) and v >= 0),
-          "null or a number of seconds >= 0")
-    # the random generators (numpy's PCG64, the bit generator behind default_rng)
-    for key in ("minigrad_rng", "data_rng"):
-        if key in meta and not _valid_pcg64_state(meta[key]):
-            refuse(f"{key} is not a valid PCG64 random generator state")
+        state.check(stopper, "stopper.", key, step_or_none, "null or an integer >= 0")
+    state.check(stopper, "stopper.", "last_eval_step", lambda v: _is_int(v) and v >= 0, "an integer >= 0")
+    state.check(stopper, "stopper.", "hit_at", lambda v: _is_number(v) and 0 <= v <= 1, "a fraction in [0, 1]")
+    state.check(stopper, "stopper.", "reached_seconds", lambda v: v is None or (_is_number(v) and v >= 0),
+                "null or a number of seconds >= 0")
 
 
 def _valid_pcg64_state(state) -> bool:

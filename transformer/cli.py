@@ -356,6 +356,26 @@ def translate_main(argv=None) -> int:
     from .dates import DateError, parse_iso_date
     from .training import load_model
 
+    args = _translate_parser().parse_args(argv)
+    if not args.dates and sys.stdin is None:
+        return _fail("stdin is closed and no dates were given: pass them as arguments or one per line on stdin")
+    try:
+        for text in args.dates:
+            parse_iso_date(text)
+        bad_option = _check_decoding_options(args)
+        if bad_option is not None:
+            return bad_option
+        model = load_model(args.checkpoint)
+    except (DateError, CheckpointError) as error:
+        return _fail(str(error))
+    translate = _translator(model, args)
+    if args.dates:
+        translate(args.dates)
+        return 0
+    return _translate_stdin(translate)
+
+
+def _translate_parser():
     p = _Parser(prog="dates-translate",
                 description="Rewrite ISO dates (YYYY-MM-DD) as 'Month D, YYYY' with a trained model.",
                 epilog="Dates given as arguments are all checked before any is translated. Dates on stdin are "
@@ -374,31 +394,29 @@ def translate_main(argv=None) -> int:
                                              "(default: all)")
     p.add_argument("--seed", type=int, default=None,
                    help="random seed for sampling (default: a fresh one every run)")
-    args = p.parse_args(argv)
+    return p
 
-    if not args.dates and sys.stdin is None:
-        return _fail("stdin is closed and no dates were given: pass them as arguments or one per line on stdin")
-    try:
-        for text in args.dates:
-            parse_iso_date(text)
-        bad_beam = _check_beam(args.beam)
-        if bad_beam is not None:
-            return bad_beam
-        if args.temperature is not None and args.temperature < 0:
-            return _fail(f"--temperature must be >= 0, got {args.temperature}")
-        if args.top_k is not None and args.top_k < 1:
-            return _fail(f"--top-k must be at least 1, got {args.top_k}")
-        if args.top_k is not None and args.temperature is None:
-            return _fail("--top-k only applies to sampling: add --temperature T")
-        if args.seed is not None and args.seed < 0:
-            return _fail(f"--seed must be >= 0, got {args.seed}")
-        model = load_model(args.checkpoint)
-    except (DateError, CheckpointError) as error:
-        return _fail(str(error))
-    translate = _translator(model, args)
-    if args.dates:
-        translate(args.dates)
-        return 0
+
+def _check_decoding_options(args):
+    """The exit status of the first bad --beam/--temperature/--top-k/--seed, or None if all are fine."""
+    bad_beam = _check_beam(args.beam)
+    if bad_beam is not None:
+        return bad_beam
+    if args.temperature is not None and args.temperature < 0:
+        return _fail(f"--temperature must be >= 0, got {args.temperature}")
+    if args.top_k is not None and args.top_k < 1:
+        return _fail(f"--top-k must be at least 1, got {args.top_k}")
+    if args.top_k is not None and args.temperature is None:
+        return _fail("--top-k only applies to sampling: add --temperature T")
+    if args.seed is not None and args.seed < 0:
+        return _fail(f"--seed must be >= 0, got {args.seed}")
+    return None
+
+
+def _translate_stdin(translate) -> int:
+    """Translate stdin's dates in batches as they come (one at a time on a terminal); a bad line
+    gets one error line on stderr and makes the exit status 2, the others are still translated."""
+    from .dates import DateError, parse_iso_date
     batch, bad, seen = [], 0, 0
     interactive = sys.stdin.isatty()
     for number, text, problem in _stdin_lines(sys.stdin):

@@ -6,8 +6,9 @@ The model reads an ISO date ``YYYY-MM-DD`` and writes it out in English as
 ``Month D, YYYY`` (no leading zero on the day), e.g. ``1845-01-05`` -> ``January 5, 1845``.
 Dates are drawn uniformly from the 730,485 valid calendar days 1000-01-01 .. 2999-12-31
 (proleptic Gregorian, as Python's ``datetime.date``). A fixed set of 2,000 of those days is
-held out for testing, chosen exactly as the project's PyTorch reference chooses it, so that
-exact-match figures are comparable.
+held out for testing, drawn once from a fixed seed (``held_out_ordinals``), so every run,
+minigrad's or the PyTorch twin's in ``examples/compare_with_pytorch.py``, is scored on the
+same dates and exact-match figures compare.
 
 Vocabulary (68 tokens, one per character)
 -----------------------------------------
@@ -271,7 +272,7 @@ N_TEST = 2000
 
 
 def held_out_ordinals() -> list[int]:
-    """The 2,000 test-day ordinals, in the PyTorch reference's order (same seed, same call)."""
+    """The 2,000 test-day ordinals, in the order ``random.Random(TEST_SEED).sample`` draws them."""
     return random.Random(TEST_SEED).sample(range(_FIRST_ORDINAL, _LAST_ORDINAL + 1), N_TEST)
 
 
@@ -329,7 +330,7 @@ class DateDataset:
 
     Attributes
       all_src, all_tgt  (730485, 12) / (730485, 20) read-only uint8 ids of every day, in order
-      test_idx          (2000,) int64 row numbers of the held-out days, in the reference's order
+      test_idx          (2000,) int64 row numbers of the held-out days, in held_out_ordinals()'s order
       test_src          (2000, 12) int64      test_tgt  (2000, 20) int64
       test_dates        ISO strings of the held-out days ("2265-04-20", ...)
       test_targets      their expected outputs ("April 20, 2265", ...)
@@ -367,8 +368,8 @@ class DateDataset:
     def sample_batch(self, rng: np.random.Generator, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
         """(src, tgt) int64 arrays of shape (batch_size, 12) / (batch_size, 20).
 
-        Days are drawn uniformly, with replacement, from the training days only. The draw is
-        the reference's (one rng.integers call), so a seeded rng gives the same days.
+        Days are drawn uniformly, with replacement, from the training days only, in one
+        rng.integers call, so a seeded rng gives the same days.
         """
         if not isinstance(rng, np.random.Generator):
             raise TypeError(f"rng must be a numpy Generator (np.random.default_rng(seed)), "

@@ -235,8 +235,25 @@ def main(argv=None) -> int:
     from transformer.checkpoint import CheckpointError
     from transformer.dates import DateError
 
+    args = _parser().parse_args(argv)
+    try:
+        _check_arguments(args)
+        root, options, title = _animated_root(args)
+        frames = backward_frames(root, rankdir=args.rankdir, title=title, **options)
+        paths = write_animation(frames, args.out, formats=tuple(args.format or ("gif", "html")), dpi=args.dpi)
+    except (DateError, ValueError, OSError, CheckpointError, RuntimeError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    if paths.message:              # no `dot`: the frames' .dot was written and the hint printed
+        print(f"wrote {', '.join(paths)}  ({len(frames)} frames, not rendered)")
+        return EXIT_DOT_MISSING
+    print(f"wrote {', '.join(paths)}  ({len(frames)} frames, one per op backward processed)")
+    return 0
+
+
+def _parser():
     from .attention_graph import KINDS
-    from .inputs import add_model_arguments, model_from_args, source_ids
+    from .inputs import add_model_arguments
 
     parser = Parser(prog="dates-backward-animation", description=__doc__.split("\n")[0],
                     epilog=EXIT_CODES_HELP)
@@ -253,32 +270,28 @@ def main(argv=None) -> int:
     parser.add_argument("--format", action="append", choices=["gif", "html"], help="default: both")
     parser.add_argument("--rankdir", choices=["TB", "LR"], default="TB")
     parser.add_argument("--dpi", type=int, default=72, help="resolution of the GIF frames (default: 72)")
-    args = parser.parse_args(argv)
-    try:
-        if args.attention and (args.expr or args.var):
-            raise ValueError("give either --attention or --expr/--var, not both")
-        model_options = _model_options_given(args)
-        if model_options and not args.attention:
-            raise ValueError(f"{', '.join(model_options)} need --attention KIND "
-                             "(they choose the model and the step to animate)")
-        if not 20 <= args.dpi <= 300:
-            raise ValueError(f"--dpi must be between 20 and 300, got {args.dpi}")
-        if args.attention:
-            source_ids(args.date)          # a bad date fails before a model is built
-            chosen = model_from_args(args)
-            root, options, title = attention_root(chosen.model, args.date, args.attention, args.layer,
-                                                  not chosen.trained)
-        else:
-            variables = dict(parse_var(v) for v in (args.var or DEFAULT_VARS))
-            expr = args.expr or DEFAULT_EXPR
-            root, options, title = expression_root(expr, variables), {}, expr
-        frames = backward_frames(root, rankdir=args.rankdir, title=title, **options)
-        paths = write_animation(frames, args.out, formats=tuple(args.format or ("gif", "html")), dpi=args.dpi)
-    except (DateError, ValueError, OSError, CheckpointError, RuntimeError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    if paths.message:              # no `dot`: the frames' .dot was written and the hint printed
-        print(f"wrote {', '.join(paths)}  ({len(frames)} frames, not rendered)")
-        return EXIT_DOT_MISSING
-    print(f"wrote {', '.join(paths)}  ({len(frames)} frames, one per op backward processed)")
-    return 0
+    return parser
+
+
+def _check_arguments(args):
+    """A ValueError naming the first combination of options that cannot be animated."""
+    if args.attention and (args.expr or args.var):
+        raise ValueError("give either --attention or --expr/--var, not both")
+    model_options = _model_options_given(args)
+    if model_options and not args.attention:
+        raise ValueError(f"{', '.join(model_options)} need --attention KIND "
+                         "(they choose the model and the step to animate)")
+    if not 20 <= args.dpi <= 300:
+        raise ValueError(f"--dpi must be between 20 and 300, got {args.dpi}")
+
+
+def _animated_root(args):
+    """(root tensor, backward_frames options, title): one attention step of the date model, or the expression."""
+    from .inputs import model_from_args, source_ids
+    if args.attention:
+        source_ids(args.date)          # a bad date fails before a model is built
+        chosen = model_from_args(args)
+        return attention_root(chosen.model, args.date, args.attention, args.layer, not chosen.trained)
+    variables = dict(parse_var(v) for v in (args.var or DEFAULT_VARS))
+    expr = args.expr or DEFAULT_EXPR
+    return expression_root(expr, variables), {}, expr

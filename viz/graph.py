@@ -184,12 +184,23 @@ def draw_graph(output, params=None, show_grad=False, show_values=False, cluster_
     names = _parameter_names(params)
     tensors, ops, cut = _collect(output, max_nodes, max_depth)
     ids = {id(t): f"n{i}" for i, t in enumerate(tensors)}
-
     dot = DotGraph("minigrad", graph_attr=dict(rankdir=rankdir, fontname="Helvetica"),
                            node_attr=dict(fontname="Helvetica", fontsize="11"),
                            edge_attr=dict(fontname="Helvetica", fontsize="9", color="#495057"))
     placement = _Placement(dot, cluster_modules)
-    consumer_scope = _first_consumer_scopes(ops)
+    _draw_tensors(placement, tensors, ids, output, names, _first_consumer_scopes(ops),
+                  show_grad, show_values, decorate_tensor)
+    _draw_ops(dot, placement, ops, ids, mask_kind, decorate_op)
+    _draw_cut_note(dot, cut, ids)
+    placement.emit()
+    if legend:
+        _draw_legend(dot)
+    return dot
+
+
+def _draw_tensors(placement, tensors, ids, output, names, consumer_scope, show_grad, show_values,
+                  decorate_tensor):
+    """One node per tensor: its kind's style, its name, shape and tooltip, in its module's box."""
     for tensor in tensors:
         kind = _kind(tensor, output)
         name = names.get(id(tensor)) or _default_name(tensor, kind)
@@ -199,6 +210,10 @@ def draw_graph(output, params=None, show_grad=False, show_values=False, cluster_
         label, style = _decorated(label, style, decorate_tensor and decorate_tensor(tensor))
         placement.add_node(scope, ids[id(tensor)], label, style)
 
+
+def _draw_ops(dot, placement, ops, ids, mask_kind, decorate_op):
+    """One node per op, with edges from its inputs (numbered when several) to its output,
+    its mask's pattern, and a note where backward() has freed what it saved."""
     for number, (tensor, fn) in enumerate(ops):
         op_id = f"op{number}"
         label, style = _decorated(html_label(escape(fn.name)), dict(STYLES["op"]), decorate_op and decorate_op(fn))
@@ -212,12 +227,6 @@ def draw_graph(output, params=None, show_grad=False, show_values=False, cluster_
             dot.node(f"{op_id}_freed", html_label(escape("inputs freed by backward();"),
                                              escape("use backward(retain_graph=True)")), **STYLES["cut"])
             dot.edge(f"{op_id}_freed", op_id, style="dashed")
-
-    _draw_cut_note(dot, cut, ids)
-    placement.emit()
-    if legend:
-        _draw_legend(dot)
-    return dot
 
 
 def _decorated(label, style, decoration):
