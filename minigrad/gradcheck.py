@@ -24,6 +24,42 @@ class GradcheckError(AssertionError):
     pass
 
 
+def _checked_inputs(check, inputs):
+    """The inputs as float64 (see ``_as_float64``) and the positions of those that require grad."""
+    inputs = [_as_float64(x) for x in inputs]
+    checked = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
+    if not checked:
+        raise ValueError(f"{check}: no input has requires_grad=True, so there is nothing to check")
+    return inputs, checked
+
+
+def _output(check, fn, inputs):
+    with enable_grad():
+        out = fn(*inputs)
+    if not isinstance(out, Tensor) or not out.requires_grad:
+        raise ValueError(f"{check}: fn must return a Tensor that depends on the inputs being checked")
+    return out
+
+
+def _worst_mismatch(analytic, expected, atol, rtol):
+    """The index of the worst element outside ``atol + rtol * |expected|``, or None if all agree.
+
+    "not <=" rather than ">": a NaN error (NaN or inf on either side) is a failure, never a
+    pass; non-finite mismatches count as the worst."""
+    error = np.abs(analytic - expected)
+    bad = ~(error <= atol + rtol * np.abs(expected))
+    if not bad.any():
+        return None
+    worst = np.where(np.isnan(error), np.inf, error * bad)
+    return np.unravel_index(np.argmax(worst), np.shape(expected))
+
+
+def _values(check, expected, analytic, where, atol, rtol):
+    note = "" if np.isfinite(expected[where]) and np.isfinite(analytic[where]) \
+        else "; a NaN or infinite gradient never passes"
+    return f"numerical {expected[where]:.8g} vs {check} {analytic[where]:.8g} (atol={atol}, rtol={rtol}){note}"
+
+
 def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True, max_full_outputs=256,
               seed=0):
     """True if every gradient matches; otherwise raise ``GradcheckError`` (or return False).
@@ -31,15 +67,8 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True, 
     Outputs with more than ``max_full_outputs`` elements are checked through
     random projections v . J (three of them) instead of the full Jacobian.
     """
-    inputs = [_as_float64(x) for x in inputs]
-    checked = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
-    if not checked:
-        raise ValueError("gradcheck: no input has requires_grad=True, so there is nothing to check")
-
-    with enable_grad():
-        out = fn(*inputs)
-    if not isinstance(out, Tensor) or not out.requires_grad:
-        raise ValueError("gradcheck: fn must return a Tensor that depends on the inputs being checked")
+    inputs, checked = _checked_inputs("gradcheck", inputs)
+    out = _output("gradcheck", fn, inputs)
     if out.dtype != np.float64:
         raise ValueError(f"gradcheck: fn returned dtype {out.dtype} for float64 inputs; it must keep float64")
 
@@ -70,19 +99,14 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True, 
             # direction would spread a NaN of another output element over the whole row (NaN * 0)
             column = numeric[i][:, row] if full else numeric[i] @ v.reshape(-1)
             expected = column.reshape(x.shape)
-            error = np.abs(analytic - expected)
-            # "not <=" rather than ">": a NaN error (NaN or inf on either side) is a failure, never a pass
-            bad = ~(error <= atol + rtol * np.abs(expected))
-            if bad.any():
-                worst = np.where(np.isnan(error), np.inf, error * bad)   # non-finite mismatches first
-                where = np.unravel_index(np.argmax(worst), x.shape)
+            where = _worst_mismatch(analytic, expected, atol, rtol)
+            if where is not None:
                 what = f"output element {tuple(map(int, np.unravel_index(row, out.shape)))}" if full \
                     else f"random projection {row} of the output"
                 return _fail(raise_exception,
                              f"gradcheck failed for input {i} (shape {x.shape}) at element "
-                             f"{tuple(map(int, where))}, {what}: numerical {expected[where]:.8g} vs "
-                             f"analytical {analytic[where]:.8g} (atol={atol}, rtol={rtol})"
-                             + ("" if np.isfinite(error[where]) else "; a NaN or infinite gradient never passes"))
+                             f"{tuple(map(int, where))}, {what}: "
+                             + _values("analytical", expected, analytic, where, atol, rtol))
     for x in inputs:
         if isinstance(x, Tensor):
             x.grad = None
@@ -134,14 +158,8 @@ def gradgradcheck(fn, inputs, grad_outputs=None, eps=1e-6, atol=1e-5, rtol=1e-3,
     """
     from .autograd import grad
     from .ops import concatenate
-    inputs = [_as_float64(x) for x in inputs]
-    checked = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
-    if not checked:
-        raise ValueError("gradgradcheck: no input has requires_grad=True, so there is nothing to check")
-    with enable_grad():
-        out = fn(*inputs)
-    if not isinstance(out, Tensor) or not out.requires_grad:
-        raise ValueError("gradgradcheck: fn must return a Tensor that depends on the inputs being checked")
+    inputs, checked = _checked_inputs("gradgradcheck", inputs)
+    out = _output("gradgradcheck", fn, inputs)
     v = np.random.default_rng(seed).standard_normal(out.shape) if grad_outputs is None \
         else np.asarray(getattr(grad_outputs, "data", grad_outputs), dtype=np.float64)
     v = Tensor(np.array(v, dtype=np.float64), requires_grad=True)
@@ -167,17 +185,15 @@ def gradgradcheck(fn, inputs, grad_outputs=None, eps=1e-6, atol=1e-5, rtol=1e-3,
         for x, name, expected_column, analytic in zip(variables, names, numeric, row):
             analytic = np.zeros(x.shape) if analytic is None else analytic.data
             expected = expected_column[:, k].reshape(x.shape)
-            error = np.abs(analytic - expected)
-            bad = error > atol + rtol * np.abs(expected)
-            if bad.any():
-                where = np.unravel_index(np.argmax(error * bad), x.shape)
+            where = _worst_mismatch(analytic, expected, atol, rtol)
+            if where is not None:
                 which = int(np.searchsorted(np.cumsum(sizes), k, side="right"))
                 element = np.unravel_index(k - sum(sizes[:which]), inputs[checked[which]].shape)
                 return _fail(raise_exception,
                              f"gradgradcheck failed: d(gradient of input {checked[which]})"
                              f"[{', '.join(map(str, map(int, element)))}] / d({name})"
-                             f"[{', '.join(map(str, map(int, where)))}]: numerical {expected[where]:.8g} vs "
-                             f"analytical {analytic[where]:.8g} (atol={atol}, rtol={rtol})")
+                             f"[{', '.join(map(str, map(int, where)))}]: "
+                             + _values("analytical", expected, analytic, where, atol, rtol))
     return True
 
 
@@ -190,10 +206,7 @@ def jvpcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True, s
     mismatch names the input, the output element and both values.
     """
     from . import forward_ad
-    inputs = [_as_float64(x) for x in inputs]
-    checked = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
-    if not checked:
-        raise ValueError("jvpcheck: no input has requires_grad=True, so there is nothing to check")
+    inputs, checked = _checked_inputs("jvpcheck", inputs)
     rng = np.random.default_rng(seed)
     for i in checked:
         x = inputs[i]
@@ -213,12 +226,10 @@ def jvpcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True, s
         finally:
             x.data = original
         expected = (plus - minus) / (2 * eps)
-        error = np.abs(analytic - expected)
-        bad = error > atol + rtol * np.abs(expected)
-        if bad.any():
-            where = np.unravel_index(np.argmax(error * bad), out.shape)
+        where = _worst_mismatch(analytic, expected, atol, rtol)
+        if where is not None:
             return _fail(raise_exception,
                          f"jvpcheck failed for input {i} (shape {x.shape}) along a random tangent, at output "
-                         f"element {tuple(map(int, where))}: numerical {expected[where]:.8g} vs forward mode "
-                         f"{analytic[where]:.8g} (atol={atol}, rtol={rtol})")
+                         f"element {tuple(map(int, where))}: "
+                         + _values("forward mode", expected, analytic, where, atol, rtol))
     return True

@@ -61,3 +61,16 @@ def test_raise_exception_false_returns_false_for_nan():
 
 def test_finite_gradients_still_pass():
     assert gradcheck(lambda x: (x * x).log(), [leaf([1.0, -2.0])])
+
+
+def test_second_derivatives_and_tangents_never_pass_a_nan_or_infinity_either():
+    """log at 0: the second derivative -1/x² and the tangent t/x are infinite, and the central
+    differences NaN; ``error > tolerance`` would have passed them."""
+    from minigrad import gradgradcheck, jvpcheck
+    at_zero = leaf([0.0, 1.0])
+    with pytest.raises(GradcheckError, match="gradgradcheck failed.*NaN or infinite gradient never passes"):
+        gradgradcheck(lambda x: x.log().sum(), [at_zero])
+    with pytest.raises(GradcheckError, match="jvpcheck failed.*NaN or infinite gradient never passes"):
+        jvpcheck(lambda x: x.log(), [at_zero])
+    assert gradgradcheck(lambda x: x.log().sum(), [leaf([0.5, 1.0])])      # finite: still passes
+    assert jvpcheck(lambda x: x.log(), [leaf([0.5, 1.0])])
