@@ -1,24 +1,25 @@
-"""How many threads BLAS (the Linear layers' matrix products) may use.
+"""How many threads the Linear layers' matrix products use, in training and in decoding.
 
 OpenBLAS's results depend on its thread count: at the model's shapes, every weight
 gradient (``xᵀ @ g`` over all positions) and the decoder's forward products differ in
 their last bits between one and two threads. A run whose thread count changes with the
-machine's load therefore takes another path from the same seed. Hence:
+machine's load would take another path from the same seed. Hence:
 
-- training (``TrainingThreads``) uses **one thread** unless told otherwise: the same seed
-  gives the same run, bit for bit, quiet or busy. On a busy machine one thread is also
-  the fast choice (a second OpenBLAS thread waits for a busy core after every product,
-  and the step becomes many times slower); on a quiet one two threads are faster.
-  ``auto`` trades repeatability for that speed: the step times itself and now and then
-  tries the other count, keeping whichever is faster (the rule is ``AdaptiveThreads``);
-- decoding (``decoding_threads``) always uses one thread: one new token per sequence
-  makes small products that gain little from a second thread on a quiet machine and
-  lose several-fold on a busy one.
+- training (``TrainingThreads``) keeps BLAS at **one thread** and gets its second core
+  another way: the large products are cut into fixed pieces (``minigrad/parallel.py``)
+  that run one after the other or side by side on two threads, with the same bits
+  either way. By default (``auto``) the step times itself and now and then tries the
+  other worker count, keeping whichever is faster (the rule is ``AdaptiveThreads``):
+  two on a quiet machine, one on a busy one (there a second thread waits for a busy
+  core). The same seed gives the same run, bit for bit, quiet or busy;
+- decoding (``decoding_threads``) always uses one thread, its pieces one after the
+  other: one new token per sequence makes small products that gain little from a
+  second thread on a quiet machine and lose several-fold on a busy one.
 
-``MINIGRAD_BLAS_THREADS=N`` forces N threads for both (repeatable for the same N;
-1 <= N <= ``MAX_THREADS``),
-``auto`` selects the policy above for training; ``dates-train --blas-threads`` sets the
-same for one run. Thread counts are switched at run time with threadpoolctl.
+``MINIGRAD_BLAS_THREADS=N`` forces N BLAS threads for both, the pieces one after the
+other (repeatable for the same N; N = 1 gives ``auto``'s bits;
+1 <= N <= ``MAX_THREADS``); ``dates-train --blas-threads`` sets the same for one run.
+BLAS thread counts are switched at run time with threadpoolctl.
 """
 import contextlib
 import os
@@ -28,8 +29,10 @@ from collections import Counter, deque
 
 import numpy  # noqa: F401  (threadpoolctl only finds BLAS libraries that are already loaded)
 
+from .parallel import piece_workers
+
 ENV_VAR = "MINIGRAD_BLAS_THREADS"
-TRAINING_DEFAULT = 1    # repeatable runs on any load (see above); "auto" for speed on a quiet machine
+TRAINING_DEFAULT = "auto"  # one BLAS thread, the pieces on one or two threads: repeatable and fast
 MAX_THREADS = 256       # a forced count above this is refused (the console scripts also warn above the cores)
 
 _blas = None            # threadpoolctl controller of the loaded BLAS libraries (made once: ~10 ms)
@@ -176,30 +179,31 @@ class AdaptiveThreads:
 
 
 class TrainingThreads:
-    """The BLAS thread count for each training step: wrap the step in ``with threads.step():``.
+    """The threads of each training step: wrap the step in ``with threads.step():``.
 
-    ``setting`` is a count (repeatable), ``"auto"`` (``AdaptiveThreads`` between one thread
-    and BLAS's own count: faster on a quiet machine, not repeatable), or ``None`` to read
-    ``$MINIGRAD_BLAS_THREADS`` (default ``TRAINING_DEFAULT``, one thread).
+    ``setting`` is ``"auto"`` (one BLAS thread; ``AdaptiveThreads`` runs the products'
+    fixed pieces on one or two threads, whichever is faster: repeatable), a BLAS thread
+    count (the pieces one after the other; repeatable for that count), or ``None`` to
+    read ``$MINIGRAD_BLAS_THREADS`` (default ``TRAINING_DEFAULT``, ``auto``).
     """
 
     def __init__(self, setting=None, **adaptive_options):
         self.setting = blas_setting(setting, default=TRAINING_DEFAULT)
-        most = blas_default_threads()
+        self.blas = 1 if self.setting == "auto" else self.setting
         self.policy = None
-        if self.setting == "auto" and most > 1:
-            self.policy = AdaptiveThreads((1, most), **adaptive_options)
-        self.fixed = most if self.setting == "auto" else self.setting
+        if self.setting == "auto" and blas_default_threads() > 1:   # a second core to use
+            self.policy = AdaptiveThreads((1, 2), **adaptive_options)
 
     @property
     def current(self) -> int:
-        """The thread count the next step will use."""
-        return self.policy.choose() if self.policy else self.fixed
+        """How many threads run the pieces of the next step's products (1 or 2)."""
+        return self.policy.choose() if self.policy else 1
 
     @contextlib.contextmanager
     def step(self):
-        """Run one step under the chosen thread count and tell the policy how long it took."""
-        with blas_threads(self.current) as count:
+        """Run one step under the chosen threads and tell the policy how long it took;
+        yields the BLAS thread count (the one count that can change the numbers)."""
+        with blas_threads(self.blas) as count, piece_workers(self.current):
             start = time.perf_counter()
             yield count
             seconds = time.perf_counter() - start

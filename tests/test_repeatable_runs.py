@@ -1,8 +1,10 @@
 """The same --seed gives the same run on any load.
 
 OpenBLAS's last bits depend on its thread count (``minigrad/threads.py``), so training
-keeps one BLAS thread unless told otherwise: nothing a busy machine changes (timing, a
-thread policy's choices) can reach the numbers. These tests run without the suite's own
+keeps one BLAS thread unless told otherwise and its thread policy only chooses whether
+the products' fixed pieces run one after the other or side by side
+(``minigrad/parallel.py``): nothing a busy machine changes (timing, the policy's
+choices) can reach the numbers. These tests run without the suite's own
 ``MINIGRAD_BLAS_THREADS=1`` (conftest.py), as a user's run would, with and without a
 busy process beside them.
 """
@@ -18,20 +20,19 @@ import pytest
 from minigrad import threads
 
 REPO = Path(__file__).resolve().parents[1]
-TIMING = ("seconds", "tokens_per_s", "elapsed")
+TIMING = ("seconds", "tokens_per_s", "elapsed", "piece_threads")   # what the load may change: speed only
 SMALL = ["--d-model", "32", "--heads", "4", "--layers", "1", "--d-ff", "64", "--batch-size", "128",
          "--schedule", "constant", "--warmup", "10", "--target-accuracy", "0", "--no-progress"]
 
 
-def test_training_defaults_to_one_fixed_thread_and_auto_is_the_opt_in(monkeypatch):
+def test_training_defaults_to_one_blas_thread_and_a_policy_for_the_pieces(monkeypatch):
     monkeypatch.delenv(threads.ENV_VAR, raising=False)
-    default = threads.TrainingThreads()
-    assert default.setting == 1 and default.policy is None and default.current == 1
     monkeypatch.setattr(threads, "blas_default_threads", lambda: 2)
-    assert threads.TrainingThreads("auto").policy is not None
-    monkeypatch.setenv(threads.ENV_VAR, "auto")
-    assert threads.TrainingThreads().policy is not None
-    assert threads.blas_setting() == "auto"        # decoding's reading of the same variable is unchanged
+    default = threads.TrainingThreads()
+    assert default.setting == "auto" and default.blas == 1 and default.policy is not None
+    monkeypatch.setenv(threads.ENV_VAR, "1")
+    assert threads.TrainingThreads().policy is None and threads.TrainingThreads().blas == 1
+    assert threads.blas_setting() == 1             # decoding's reading of the same variable is unchanged
 
 
 def busy_process():
@@ -53,6 +54,8 @@ def train_run(folder, *argv, busy=False):
             spinner.wait()
     assert done.returncode == 0, done.stderr
     records = [json.loads(line) for line in (folder / "train_log.jsonl").read_text().splitlines()]
+    if threads.blas_default_threads() > 1:         # the policy tries two threads after 8 timed steps, on any load
+        assert {r["piece_threads"] for r in records} == {1, 2}
     return [{k: v for k, v in r.items() if k not in TIMING} for r in records], done.stdout
 
 

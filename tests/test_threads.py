@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from minigrad import threads
+from minigrad import parallel
 from minigrad.threads import AdaptiveThreads, TrainingThreads, blas_setting, blas_threads, decoding_threads
 
 QUIET = {1: 0.082, 2: 0.068}       # step seconds on a quiet 2-core machine (measured 2026-11-23)
@@ -173,8 +174,8 @@ def test_every_decoder_runs_inside_the_decoding_limit(monkeypatch):
 
 
 def test_training_threads_forced_or_single_core_runs_one_fixed_count(monkeypatch):
-    forced = TrainingThreads("1")
-    assert forced.policy is None and forced.current == 1
+    forced = TrainingThreads("2")
+    assert forced.policy is None and forced.blas == 2 and forced.current == 1   # the pieces one after the other
     monkeypatch.setattr(threads, "blas_default_threads", lambda: 1)   # OPENBLAS_NUM_THREADS=1 or 1 core
     single = TrainingThreads("auto")
     assert single.policy is None and single.current == 1
@@ -185,9 +186,13 @@ def test_training_threads_step_applies_the_chosen_count_and_reports_the_time(mon
     monkeypatch.setattr(threads, "blas_default_threads", lambda: 2)
     policy = TrainingThreads("auto", warmup=0)
     for _ in range(3):
-        with policy.step() as count:
-            assert count == policy.policy.choose() and set(blas_counts()) == {count}
+        with policy.step() as count:       # auto: BLAS on one thread, the policy picks the pieces' threads
+            assert count == 1 and set(blas_counts()) == {1} and parallel.workers() == policy.policy.choose()
     assert policy.policy.steps_with[1] == 3 and len(policy.policy.times) == 3
+    policy.policy.probing = True           # the other count's turn
+    with policy.step():
+        assert parallel.workers() == 2 and set(blas_counts()) == {1}
+    assert parallel.workers() == 1         # restored after the step
 
 
 # ------------------------------------------------- same results with either count

@@ -107,16 +107,16 @@ def _run_options(p, t):
                    help="continue the run saved in this checkpoint (default: a new run)")
     p.add_argument("--force", action="store_true", help="replace a checkpoint already in the --out folder")
     p.add_argument("--seed", type=int, default=t.seed,
-                   help="seeds the initial weights, dropout and the training batches. With a fixed BLAS thread "
-                        "count (one, unless --blas-threads says otherwise) the same seed repeats the same run bit for bit on any machine "
-                        "load: the same losses, the same stopping step, the same held-out accuracy (on the same "
-                        "CPU type and numpy/OpenBLAS build); the seconds vary. With --blas-threads auto the run "
-                        "may take another path")
+                   help="seeds the initial weights, dropout and the training batches. The same seed repeats the "
+                        "same run bit for bit on any machine load: the same losses, the same stopping step, the same "
+                        "held-out accuracy (on the same CPU type and numpy/OpenBLAS build, and the same "
+                        "--blas-threads count); the seconds vary")
     p.add_argument("--blas-threads", type=_blas_threads, default=None, metavar="N|auto",
-                   help="threads for BLAS (the Linear layers' products). N: that many for every step "
-                        "(repeatable for the same N); auto: chosen by timing, faster on a quiet machine, but "
-                        "OpenBLAS's last bits depend on the count, so two runs from one seed can differ "
-                        "(default: $MINIGRAD_BLAS_THREADS, else 1)")
+                   help="threads for the Linear layers' products. auto: BLAS on one thread, the large products "
+                        "cut into two fixed pieces run on one or two threads, whichever is faster by timing; the "
+                        "cut never changes, so neither do the numbers (N = 1 gives the same bits). N: BLAS on N "
+                        "threads for every step, repeatable for the same N (OpenBLAS's last bits depend on its "
+                        "thread count) (default: $MINIGRAD_BLAS_THREADS, else auto)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (logs only)")
     p.add_argument("--profile", type=int, default=None, metavar="N",
                    help="run step N (counted from 1, as in the log) inside minigrad.profile() and print its "

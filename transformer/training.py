@@ -182,11 +182,11 @@ class Trainer:
 
     def _timed_step(self, blas: TrainingThreads, clock: TrainingClock, bar: ProgressBar, profile: bool) -> dict:
         """One training step under the BLAS thread policy, timed (and profiled when asked)."""
-        start = time.perf_counter()
+        start, pieces = time.perf_counter(), blas.current
         with blas.step() as threads, step_profile(profile, bar.write):
             record = self.train_step()
         seconds = clock.step_took(time.perf_counter() - start)
-        record.update(blas_threads=threads, seconds=round(seconds, 5),
+        record.update(blas_threads=threads, piece_threads=pieces, seconds=round(seconds, 5),
                       tokens_per_s=round(record["tokens"] / seconds, 1))
         return record
 

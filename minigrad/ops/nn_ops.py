@@ -11,7 +11,7 @@ import numpy as np
 from ..function import Function
 from ..kernels.registry import accelerated
 from .checks import unwrap
-from .matmul import matmul_arrays, shared_weight_grad
+from ..parallel import product, product_over_rows
 from .softmax import log_softmax
 
 
@@ -26,6 +26,8 @@ class Linear(Function):
 
     One node instead of MatMul + Add: the batch is folded into the rows so BLAS
     runs once, and the bias is added in place, saving one full-size temporary.
+    Large products run in fixed pieces on one or two threads, the same bits either
+    way (``minigrad/parallel.py``).
     """
 
     def forward(self, x, weight, bias):
@@ -33,15 +35,16 @@ class Linear(Function):
             raise ValueError(f"linear: input {x.shape}, weight {weight.shape} and bias {bias.shape} do not fit "
                              "(need x (..., in), weight (in, out), bias (out,))")
         self.x, self.weight = x, weight
-        y = matmul_arrays(x, weight)                                  # y = x @ W + b
+        y = product_over_rows(x, weight)                              # y = x @ W + b
         y += bias
         return y
 
     def backward(self, grad):
         need_x, need_weight, need_bias = self.needs_input_grad
         rows = grad.reshape(-1, grad.shape[-1])                      # (all positions, out)
-        return (matmul_arrays(grad, self.weight.T) if need_x else None,   # dx = g @ Wᵀ
-                shared_weight_grad(self.x, grad) if need_weight else None,  # dW = sum over positions of xᵀ g
+        inputs = self.x.reshape(-1, self.x.shape[-1])                # (all positions, in)
+        return (product_over_rows(grad, self.weight.T) if need_x else None,  # dx = g @ Wᵀ
+                product(inputs.T, rows) if need_weight else None,          # dW = sum over positions of xᵀ g
                 column_sums(rows) if need_bias else None)                   # db = sum over positions of g
 
     @staticmethod
