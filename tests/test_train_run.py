@@ -214,7 +214,7 @@ def test_a_failed_write_is_one_line_and_keeps_the_previous_checkpoint(tmp_path, 
 
 @pytest.mark.parametrize("make, fragment", [
     (lambda p: (p / "file").write_text("x") and p / "file", "is a file, not a folder"),
-    (lambda p: (p / "file").write_text("x") and p / "file" / "sub", "cannot create the output folder"),
+    (lambda p: (p / "file").write_text("x") and p / "file" / "sub", "file is a file, not a folder"),
     (lambda p: (p / "run" / "model.npz").mkdir(parents=True) or p / "run", "is a folder"),
     (lambda p: "", "--out is empty"),
 ])

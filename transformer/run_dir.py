@@ -16,6 +16,8 @@ import os
 import stat
 import time
 
+from .output_folder import make_output_folder
+
 CHECKPOINT_NAME = "model.npz"
 LOG_NAME = "train_log.jsonl"
 LOCK_NAME = ".dates-train.lock"
@@ -30,10 +32,9 @@ def check_writable_folder(folder: str):
     if os.path.exists(folder) and not os.path.isdir(folder):
         raise RunFolderError(f"--out {folder} is a file, not a folder: choose a folder for the checkpoint and log")
     try:
-        os.makedirs(folder, exist_ok=True)
-    except OSError as error:
-        raise RunFolderError(f"cannot create the output folder {folder}: {error.strerror or error}; "
-                             "choose another --out") from None
+        make_output_folder(folder)      # names a file in the way, as the viz commands do
+    except ValueError as error:
+        raise RunFolderError(str(error)) from None
     if not os.access(folder, os.W_OK | os.X_OK):
         raise RunFolderError(f"cannot write to the output folder {folder} (permission denied); choose another --out")
     checkpoint = os.path.join(folder, CHECKPOINT_NAME)
