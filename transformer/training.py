@@ -22,8 +22,9 @@ from minigrad import optim
 from minigrad.threads import TrainingThreads
 
 from .checkpoint import CheckpointError, check_savable, load_checkpoint, save_checkpoint
-from .config import ModelConfig
+from .config import DecoderOnlyConfig, ModelConfig, model_config_from_dict
 from .dates import PAD, DateDataset
+from .decoder_only import DecoderOnlyTransformer
 from .evaluation import evaluate
 from .interrupt import GracefulInterrupt
 from .model import Transformer
@@ -278,11 +279,17 @@ class Trainer:
         return trainer
 
 
-def load_model(path: str) -> Transformer:
-    """The trained model in a checkpoint, ready for decoding (checked before it is built)."""
+def build_model(config):
+    """A fresh model of the architecture ``config`` describes (ModelConfig or DecoderOnlyConfig)."""
+    return DecoderOnlyTransformer(config) if isinstance(config, DecoderOnlyConfig) else Transformer(config)
+
+
+def load_model(path: str):
+    """The trained model in a checkpoint, ready for decoding (checked before it is built): a
+    ``Transformer`` or a ``DecoderOnlyTransformer``, as its config's ``architecture`` says."""
     model_state, _, meta = load_checkpoint(path)
     try:
-        model = Transformer(ModelConfig.from_dict(meta["model_config"]))
+        model = build_model(model_config_from_dict(meta["model_config"]))
         model.load_state_dict(model_state)
     except (KeyError, ValueError, TypeError) as error:
         raise CheckpointError(f"checkpoint {path} does not fit the model it describes ({error})") from None
