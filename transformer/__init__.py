@@ -4,8 +4,9 @@ date task it learns: ``1845-01-05`` -> ``January 5, 1845``.
     dates.py       the 68-token vocabulary, encode/decode, the date data set
     positional.py  sinusoidal table (the paper's formula) or learned positions
     attention.py   scaled dot-product attention, SelfAttention / CrossAttention (packed w_qkv / w_kv), masks
-    layers.py      feed-forward, EncoderLayer, DecoderLayer
+    layers.py      feed-forward, EncoderLayer, DecoderLayer, DecoderOnlyLayer
     model.py       Transformer: encode, decode, decode_step (cached)
+    decoder_only.py  DecoderOnlyTransformer: causal blocks, next-token loss, cached generation
     decoding.py    greedy, beam search, temperature / top-k sampling
     training.py    Trainer (Adam + warm-up, checkpoints, resume), load_model
     session.py     around each step: clock, log, progress bar, checkpoint cadence, profiler hook
@@ -18,8 +19,9 @@ date task it learns: ``1845-01-05`` -> ``January 5, 1845``.
 """
 from .attention import (CrossAttention, MultiHeadAttention, SelfAttention, causal_mask, padding_mask,
                         scaled_dot_product_attention)
-from .config import ModelConfig
+from .config import DecoderOnlyConfig, ModelConfig, model_config_from_dict
 from .decoding import beam_search, greedy_decode, sample_decode
-from .layers import DecoderLayer, EncoderLayer, FeedForward
+from .decoder_only import DecoderOnlyTransformer
+from .layers import DecoderLayer, DecoderOnlyLayer, EncoderLayer, FeedForward
 from .model import Transformer
 from .positional import sinusoidal_encoding

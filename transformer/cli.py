@@ -154,9 +154,14 @@ def _optimizer_options(p, t, schedules):
 
 
 def _model_options(p, m):
+    from .config import ARCHITECTURES
+    p.add_argument("--architecture", choices=ARCHITECTURES, default=m.architecture,
+                   help="encoder-decoder: the encoder reads the date, the decoder writes the answer; decoder-only: "
+                        "one stack of causal self-attention reads the date's characters, <sos>, the answer, and "
+                        "predicts each answer token from everything before it (default: %(default)s)")
     p.add_argument("--d-model", type=at_most("--d-model"), default=m.d_model, help="width of embeddings and every layer")
     p.add_argument("--heads", type=at_most("--heads"), default=m.num_heads, help="attention heads (must divide --d-model)")
-    p.add_argument("--layers", type=at_most("--layers"), default=m.num_encoder_layers, help="encoder and decoder layers each")
+    p.add_argument("--layers", type=at_most("--layers"), default=m.num_encoder_layers, help="encoder and decoder layers each; decoder-only: its blocks")
     p.add_argument("--d-ff", type=at_most("--d-ff"), default=m.d_ff, help="hidden width of each feed-forward block")
     p.add_argument("--dropout", type=_finite, default=m.dropout,
                    help="dropout on embeddings, sublayers and attention weights (attention then runs op by op)")
@@ -164,14 +169,21 @@ def _model_options(p, m):
                    help="fixed sine/cosine positions or a learned embedding per position")
 
 
+def _new_model_config(args):
+    from .config import DecoderOnlyConfig, ModelConfig
+
+    shape = dict(d_model=args.d_model, num_heads=args.heads, d_ff=args.d_ff, dropout=args.dropout,
+                 positional=args.positional)
+    if args.architecture == "decoder-only":
+        return DecoderOnlyConfig(num_layers=args.layers, **shape)
+    return ModelConfig(num_encoder_layers=args.layers, num_decoder_layers=args.layers, **shape)
+
+
 def _new_trainer(args, out_dir):
-    from .config import ModelConfig
     from .limits import check_model_size
     from .training import TrainConfig, Trainer
 
-    model_config = ModelConfig(d_model=args.d_model, num_heads=args.heads, num_encoder_layers=args.layers,
-                               num_decoder_layers=args.layers, d_ff=args.d_ff, dropout=args.dropout,
-                               positional=args.positional)
+    model_config = _new_model_config(args)
     values = dict(batch_size=args.batch_size, lr=args.lr, warmup=args.warmup, schedule=args.schedule,
                   cooldown=args.cooldown, cooldown_at=args.cooldown_at, clip=args.clip,
                   label_smoothing=args.label_smoothing, seed=args.seed)
@@ -282,8 +294,10 @@ def train_main(argv=None) -> int:
 
 def _print_model(trainer):
     mc = trainer.model_config
-    print(f"model: d_model {mc.d_model}, {mc.num_heads} heads, {mc.num_encoder_layers}+{mc.num_decoder_layers} "
-          f"layers, d_ff {mc.d_ff}, {trainer.model.num_parameters():,} parameters", flush=True)
+    layers = (f"{mc.num_layers} causal layers" if mc.architecture == "decoder-only"
+              else f"{mc.num_encoder_layers}+{mc.num_decoder_layers} layers")
+    print(f"model: {mc.architecture}, d_model {mc.d_model}, {mc.num_heads} heads, {layers}, d_ff {mc.d_ff}, "
+          f"{trainer.model.num_parameters():,} parameters", flush=True)
 
 
 def _print_summary(summary, trainer, wall):

@@ -3,7 +3,10 @@
 One step: sample a batch of training days, feed ``<sos> + target`` to the
 decoder, score its predictions of ``target + <eos>`` with cross-entropy that
 ignores ``<pad>``, backpropagate, clip the gradient norm, take an Adam step and
-advance the learning-rate schedule.
+advance the learning-rate schedule. Either architecture (``build_model``): the
+encoder-decoder reads the date in its encoder; the decoder-only model reads one
+sequence, the date's characters, ``<sos>``, the target (``dates.join_for_decoder_only``),
+and only the answer's tokens are scored (``teacher_forced``).
 
 Everything random (initial weights, dropout, batches) comes from generators
 seeded by ``TrainConfig.seed`` whose states go into every checkpoint, so a run
@@ -22,8 +25,9 @@ from minigrad import optim
 from minigrad.threads import TrainingThreads
 
 from .checkpoint import CheckpointError, check_savable, load_checkpoint, save_checkpoint
-from .config import ModelConfig
-from .dates import PAD, DateDataset
+from .config import DecoderOnlyConfig, ModelConfig, model_config_from_dict
+from .dates import PAD, PROMPT_LEN, DateDataset, join_for_decoder_only
+from .decoder_only import IGNORE, DecoderOnlyTransformer
 from .evaluation import evaluate
 from .interrupt import GracefulInterrupt
 from .model import Transformer
@@ -79,15 +83,33 @@ class TrainConfig:
             raise ValueError(f"betas must be two numbers in [0, 1), got {self.betas!r}")
 
 
+def teacher_forced(model, src, tgt, label_smoothing: float = 0.0):
+    """-> (loss, logits, targets) of one batch of dates, every answer token predicted from the
+    true ones before it; targets that are not scored hold ``<pad>`` or ``decoder_only.IGNORE``."""
+    if isinstance(model, DecoderOnlyTransformer):
+        sequences = join_for_decoder_only(src, tgt)
+        answer = (np.arange(sequences.shape[1]) >= PROMPT_LEN) & (sequences != PAD)
+        return model.next_token_loss(sequences, answer, label_smoothing)
+    logits = model(src, tgt[:, :-1])
+    loss = F.cross_entropy(logits, tgt[:, 1:], ignore_index=PAD, label_smoothing=label_smoothing)
+    return loss, logits, tgt[:, 1:]
+
+
+def scored(targets: np.ndarray) -> np.ndarray:
+    """Which targets count: neither ``<pad>`` nor ``IGNORE``."""
+    return (targets != PAD) & (targets != IGNORE)
+
+
 def teacher_forced_exact_match(logits: np.ndarray, targets: np.ndarray) -> float:
-    """Fraction of rows whose every next-token argmax equals the target (``<pad>`` ignored).
+    """Fraction of rows whose every next-token argmax equals the target (``<pad>`` and
+    ``IGNORE`` ignored).
 
     When every teacher-forced prediction is right, greedy decoding feeds itself the same
     prefixes and writes exactly the target: so this is the batch's greedy exact match
     before the update, for free (the logits exist already). The stopping rule starts the
     learning-rate cool-down from it (``stopping.TargetStop``), without a second of decoding.
     """
-    right = (logits.argmax(axis=-1) == targets) | (targets == PAD)
+    right = (logits.argmax(axis=-1) == targets) | ~scored(targets)
     return float(right.all(axis=1).mean())
 
 
@@ -99,7 +121,7 @@ class Trainer:
         self.config = train_config or TrainConfig()
         self.out_dir = out_dir
         minigrad.manual_seed(self.config.seed)
-        self.model = Transformer(self.model_config)
+        self.model = build_model(self.model_config)
         self.optimizer = optim.Adam(self.model.parameters(), lr=self.config.lr, betas=self.config.betas,
                                     eps=self.config.eps)
         self.schedule = self._make_schedule()
@@ -126,8 +148,7 @@ class Trainer:
     def train_step(self) -> dict:
         src, tgt = self.data.sample_batch(self.data_rng, self.config.batch_size)
         lr = self.optimizer.lr
-        logits = self.model(src, tgt[:, :-1])
-        loss = F.cross_entropy(logits, tgt[:, 1:], ignore_index=PAD, label_smoothing=self.config.label_smoothing)
+        loss, logits, targets = teacher_forced(self.model, src, tgt, self.config.label_smoothing)
         self.optimizer.zero_grad()
         loss.backward()
         grad_norm = optim.clip_grad_norm(self.optimizer.params, self.config.clip) if self.config.clip else None
@@ -135,8 +156,8 @@ class Trainer:
         self.schedule.step()
         self.step += 1
         return {"step": self.step, "loss": loss.item(), "lr": lr, "grad_norm": grad_norm,
-                "tokens": int((tgt[:, 1:] != PAD).sum()),
-                "batch_exact_match": teacher_forced_exact_match(logits.data, tgt[:, 1:])}
+                "tokens": int(scored(targets).sum()),
+                "batch_exact_match": teacher_forced_exact_match(logits.data, targets)}
 
     def evaluate(self, limit: int = None, show_wrong: int = 5) -> dict:
         src, tgt = self.data.test_src, self.data.test_tgt
@@ -255,7 +276,7 @@ class Trainer:
             if steps is not None:
                 train_values["steps"] = steps
             train_values.update(overrides)
-            model_config = ModelConfig.from_dict(meta["model_config"])
+            model_config = model_config_from_dict(meta["model_config"])
             train_config = TrainConfig(**train_values)
         except (KeyError, ValueError, TypeError) as error:
             raise CheckpointError(f"checkpoint {path} does not describe a training run this code can "
@@ -278,11 +299,17 @@ class Trainer:
         return trainer
 
 
-def load_model(path: str) -> Transformer:
-    """The trained model in a checkpoint, ready for decoding (checked before it is built)."""
+def build_model(config):
+    """A fresh model of the architecture ``config`` describes (ModelConfig or DecoderOnlyConfig)."""
+    return DecoderOnlyTransformer(config) if isinstance(config, DecoderOnlyConfig) else Transformer(config)
+
+
+def load_model(path: str):
+    """The trained model in a checkpoint, ready for decoding (checked before it is built): a
+    ``Transformer`` or a ``DecoderOnlyTransformer``, as its config's ``architecture`` says."""
     model_state, _, meta = load_checkpoint(path)
     try:
-        model = Transformer(ModelConfig.from_dict(meta["model_config"]))
+        model = build_model(model_config_from_dict(meta["model_config"]))
         model.load_state_dict(model_state)
     except (KeyError, ValueError, TypeError) as error:
         raise CheckpointError(f"checkpoint {path} does not fit the model it describes ({error})") from None
