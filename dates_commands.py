@@ -82,3 +82,7 @@ def explore(argv=None):
 
 def export(argv=None):
     return _run("transformer.export:main", argv)
+
+
+def attention_ladder(argv=None):
+    return _run("transformer.ladder.cli:main", argv)

@@ -261,9 +261,13 @@ class Language:
             raise LanguageError(f"unknown sentence kind {kind!r}; this language has {', '.join(self.kinds)}")
         return self._split[split][kind]
 
-    def sample(self, split: str, count: int, rng: np.random.Generator, kind: str = None) -> list:
-        """``count`` examples drawn with replacement, the kinds in turn (or only ``kind``)."""
-        kinds = [kind] if kind is not None else self.kinds
+    def sample(self, split: str, count: int, rng: np.random.Generator, kind: str = None, mix=None) -> list:
+        """``count`` examples drawn with replacement, the kinds in turn (or only ``kind``).
+
+        ``mix`` is a sequence of kinds to take in turn instead, e.g. ``("topic", "recall",
+        "recall")`` for two recall sentences per topic sentence.
+        """
+        kinds = [kind] if kind is not None else list(mix) if mix else self.kinds
         examples = []
         for i in range(count):
             kind_i = kinds[i % len(kinds)]
