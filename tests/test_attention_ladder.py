@@ -126,8 +126,10 @@ def test_command_prints_the_table_and_writes_json(tmp_path, capsys):
         assert set(rung) >= {"name", "idea", "accuracy", "example"}
         assert set(rung["accuracy"]) == set(table["kinds"])
         assert rung["example"] == {} or {"context", "predicted", "answer", "reason"} <= set(rung["example"])
-    assert main(["--steps", "0"]) == 2
-    assert main(["--steps", "1", "--json", str(tmp_path)]) == 1
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--steps", "0"])
+    assert exit_info.value.code == 2
+    assert main(["--steps", "1", "--json", str(tmp_path)]) == 2
     assert "is a folder" in capsys.readouterr().err
 
 

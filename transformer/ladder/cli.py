@@ -5,7 +5,6 @@ asymmetric rung on one sentence.
     attention-ladder                   # about 2 minutes on two cores
     attention-ladder --json out.json   # also write the table as JSON
 """
-import argparse
 import json
 import os
 import sys
@@ -13,7 +12,7 @@ import tempfile
 
 import numpy as np
 
-from ..console import console_script
+from ..console import EXIT_USAGE, Parser, console_script
 from ..output_folder import make_output_folder
 from .experiment import LadderConfig, LadderResult, run_ladder
 
@@ -83,22 +82,21 @@ def write_json(result: LadderResult, path: str):
 
 def parse_args(argv):
     defaults = LadderConfig()
-    parser = argparse.ArgumentParser(prog="attention-ladder", description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", type=int, default=defaults.steps, help="Adam steps per rung (default %(default)s)")
+    parser = Parser(prog="attention-ladder", description=__doc__)
+    parser.add_argument("--steps", type=int, default=defaults.steps, help="Adam steps per rung")
     parser.add_argument("--seed", type=int, default=defaults.seed, help="seed of the split, batches and weights")
     parser.add_argument("--jobs", type=int, default=defaults.jobs, choices=(1, 2),
                         help="rungs trained at once, one core each (the numbers do not depend on it)")
     parser.add_argument("--json", metavar="PATH", help="also write the table, ideas and wrong sentences as JSON")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.steps < 1:
+        parser.error(f"--steps must be at least 1, got {args.steps}")
+    return args
 
 
 @console_script
 def main(argv=None) -> int:
     args = parse_args(argv)
-    if args.steps < 1:
-        print(f"error: --steps must be at least 1, got {args.steps}", file=sys.stderr)
-        return 2
     config = LadderConfig(seed=args.seed, steps=args.steps, jobs=args.jobs)
     print(f"training 7 rungs, {config.steps} steps each, {config.jobs} at a time ...", flush=True)
     result = run_ladder(config)
@@ -113,6 +111,6 @@ def main(argv=None) -> int:
             write_json(result, args.json)
         except (OSError, ValueError) as error:
             print(f"error: {error}", file=sys.stderr)
-            return 1
+            return EXIT_USAGE
         print(f"\nwrote {args.json}")
     return 0
