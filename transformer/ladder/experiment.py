@@ -70,6 +70,7 @@ class RungResult:
     seconds: float
     weights: dict = field(default_factory=dict)     # kind -> (T, T) weights on a probe sentence
     scores: dict = field(default_factory=dict)      # kind -> (T, T) raw scores (dot-product rungs)
+    maps: dict = field(default_factory=dict)        # kind -> (layers, heads, T, T) (the full block)
 
 
 @dataclass
@@ -169,6 +170,8 @@ def run_rung(index: int, config: LadderConfig) -> RungResult:
                 result.weights[kind] = np.array(model.weights(ids)[0])
                 if hasattr(model, "scores"):
                     result.scores[kind] = model.scores(model.embed(ids)).data[0]
+                if hasattr(model, "attention_maps"):
+                    result.maps[kind] = model.attention_maps(ids)[:, 0]
         return result
 
 
