@@ -116,7 +116,9 @@ def test_same_seed_same_table_on_one_core_or_two(tmp_path):
 @pytest.mark.slow
 def test_command_prints_the_table_and_writes_json(tmp_path, capsys):
     out = tmp_path / "sub" / "ladder.json"
-    assert main(["--steps", "2", "--jobs", "2", "--json", str(out)]) == 0
+    picture = tmp_path / "ladder.png"
+    assert main(["--steps", "2", "--jobs", "2", "--json", str(out), "--plot", str(picture)]) == 0
+    assert picture.read_bytes()[:4] == b"\x89PNG"
     printed = capsys.readouterr().out
     assert "last word" in printed and "full block" in printed and "max |S - Sᵀ|" in printed
     table = json.loads(out.read_text())

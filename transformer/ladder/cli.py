@@ -4,6 +4,7 @@ asymmetric rung on one sentence.
 
     attention-ladder                   # about 2 minutes on two cores
     attention-ladder --json out.json   # also write the table as JSON
+    attention-ladder --plot ladder.png # and draw it (the README's picture)
 """
 import json
 import os
@@ -88,6 +89,7 @@ def parse_args(argv):
     parser.add_argument("--jobs", type=int, default=defaults.jobs, choices=(1, 2),
                         help="rungs trained at once, one core each (the numbers do not depend on it)")
     parser.add_argument("--json", metavar="PATH", help="also write the table, ideas and wrong sentences as JSON")
+    parser.add_argument("--plot", metavar="PNG", help="also draw the table and the two score matrices into PNG")
     args = parser.parse_args(argv)
     if args.steps < 1:
         parser.error(f"--steps must be at least 1, got {args.steps}")
@@ -106,11 +108,15 @@ def main(argv=None) -> int:
     print(format_examples(result))
     print()
     print(format_scores(result))
-    if args.json:
-        try:
+    try:
+        if args.json:
             write_json(result, args.json)
-        except (OSError, ValueError) as error:
-            print(f"error: {error}", file=sys.stderr)
-            return EXIT_USAGE
-        print(f"\nwrote {args.json}")
+            print(f"\nwrote {args.json}")
+        if args.plot:
+            from viz.ladder import plot_ladder
+            plot_ladder(result, args.plot)
+            print(f"wrote {args.plot}")
+    except (OSError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_USAGE
     return 0
