@@ -18,6 +18,7 @@ import math
 import os
 import sys
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -153,15 +154,17 @@ def _optimizer_options(p, t, schedules):
                    help="cross-entropy label smoothing, 0 for none")
 
 
-def _model_options(p, m):
+def _model_options(p, m, architecture=True):
     from .config import ARCHITECTURES
-    p.add_argument("--architecture", choices=ARCHITECTURES, default=m.architecture,
-                   help="encoder-decoder: the encoder reads the date, the decoder writes the answer; decoder-only: "
-                        "one stack of causal self-attention reads the date's characters, <sos>, the answer, and "
-                        "predicts each answer token from everything before it (default: %(default)s)")
+    if architecture:
+        p.add_argument("--architecture", choices=ARCHITECTURES, default=m.architecture,
+                       help="encoder-decoder: the encoder reads the date, the decoder writes the answer; decoder-only: "
+                            "one stack of causal self-attention reads the date's characters, <sos>, the answer, and "
+                            "predicts each answer token from everything before it (default: %(default)s)")
     p.add_argument("--d-model", type=at_most("--d-model"), default=m.d_model, help="width of embeddings and every layer")
     p.add_argument("--heads", type=at_most("--heads"), default=m.num_heads, help="attention heads (must divide --d-model)")
-    p.add_argument("--layers", type=at_most("--layers"), default=m.num_encoder_layers, help="encoder and decoder layers each; decoder-only: its blocks")
+    p.add_argument("--layers", type=at_most("--layers"), default=m.num_layers if m.architecture == "decoder-only" else m.num_encoder_layers,
+                   help="encoder and decoder layers each; decoder-only: its blocks")
     p.add_argument("--d-ff", type=at_most("--d-ff"), default=m.d_ff, help="hidden width of each feed-forward block")
     p.add_argument("--dropout", type=_finite, default=m.dropout,
                    help="dropout on embeddings, sublayers and attention weights (attention then runs op by op)")
@@ -184,15 +187,20 @@ def _new_trainer(args, out_dir):
     from .training import TrainConfig, Trainer
 
     model_config = _new_model_config(args)
+    train_config = TrainConfig(**train_values(args))   # every number checked before any work
+    check_model_size(model_config, train_config.batch_size)
+    return lambda: Trainer(model_config, train_config, out_dir=out_dir)
+
+
+def train_values(args) -> dict:
+    """The TrainConfig fields the training options give (steps, target and eval cadence only when given)."""
     values = dict(batch_size=args.batch_size, lr=args.lr, warmup=args.warmup, schedule=args.schedule,
                   cooldown=args.cooldown, cooldown_at=args.cooldown_at, clip=args.clip,
                   label_smoothing=args.label_smoothing, seed=args.seed)
     for name in ("steps", "target_accuracy", "eval_every"):
         if getattr(args, name) is not None:
             values[name] = getattr(args, name)
-    train_config = TrainConfig(**values)          # every number checked before any work
-    check_model_size(model_config, train_config.batch_size)
-    return lambda: Trainer(model_config, train_config, out_dir=out_dir)
+    return values
 
 
 def _train_out_dir(args) -> str:
@@ -201,7 +209,19 @@ def _train_out_dir(args) -> str:
     return args.out if args.out is not None else DEFAULT_OUT
 
 
-def _claim_run_folder(args, out_dir):
+@dataclass
+class TrainingCommand:
+    """What one training command brings to ``run_training``, which runs it (dates-train here,
+    next-word-train in next_word_cli.py)."""
+    name: str                 # the command, for "resume with: NAME --resume ..."
+    trainer_class: type       # a Trainer (class): resumes a run
+    out_dir: object           # args -> the run folder
+    new_trainer: object       # (args, out_dir) -> a function that makes a new run's trainer
+    print_summary: object     # (summary, trainer, wall seconds) -> prints the end of the run
+    compile_seconds: int = COMPILE_SECONDS
+
+
+def _claim_run_folder(args, out_dir, new_trainer=_new_trainer):
     """Check the settings and the folder, and lock it: -> (lock, make_trainer or None when resuming)."""
     from .run_dir import RunFolderError, RunLock, check_writable_folder
 
@@ -209,15 +229,16 @@ def _claim_run_folder(args, out_dir):
         raise RunFolderError("--out is empty: give a folder for the checkpoint and log")
     if args.profile is not None and args.profile < 1:
         raise ValueError(f"--profile must be a step number >= 1, got {args.profile}")
-    make_trainer = None if args.resume else _new_trainer(args, out_dir)
+    make_trainer = None if args.resume else new_trainer(args, out_dir)
     check_writable_folder(out_dir)
     return RunLock(out_dir).acquire(), make_trainer
 
 
-def _open_trainer(args, out_dir, make_trainer):
+def _open_trainer(args, out_dir, make_trainer, trainer_class=None):
     """The Trainer of a new run, or of the resumed one, once the folder may be written."""
     from .run_dir import refuse_to_overwrite, remove_stale_temporaries
     from .training import Trainer
+    trainer_class = trainer_class or Trainer
 
     remove_stale_temporaries(out_dir)
     checkpoint = os.path.join(out_dir, "model.npz")
@@ -228,18 +249,18 @@ def _open_trainer(args, out_dir, make_trainer):
     if not args.resume:
         return make_trainer()
     overrides = {k: getattr(args, k) for k in ("target_accuracy", "eval_every") if getattr(args, k) is not None}
-    trainer = Trainer.resume(args.resume, out_dir=out_dir, steps=args.steps, **overrides)
+    trainer = trainer_class.resume(args.resume, out_dir=out_dir, steps=args.steps, **overrides)
     print(f"resuming {args.resume} at step {trainer.step} (at most {trainer.config.steps}), writing to {out_dir}")
     return trainer
 
 
-def _train_stopped(error, out_dir) -> int:
+def _train_stopped(error, out_dir, command="dates-train") -> int:
     """The one line and exit code of a run that could not finish."""
     from .interrupt import TrainingInterrupted
 
     if isinstance(error, TrainingInterrupted):
         print(f"interrupted at step {error.step}; checkpoint saved to {error.checkpoint}; "
-              f"resume with: dates-train --resume {error.checkpoint}", file=sys.stderr)
+              f"resume with: {command} --resume {error.checkpoint}", file=sys.stderr)
         return EXIT_INTERRUPTED
     if isinstance(error, KeyboardInterrupt):
         print(f"interrupted before a step was saved; {out_dir} keeps its previous checkpoint, if any",
@@ -253,38 +274,46 @@ def _train_stopped(error, out_dir) -> int:
 
 @console_script
 def train_main(argv=None) -> int:
+    from .training import Trainer
+
+    args = _train_parser().parse_args(argv)
+    return run_training(args, TrainingCommand("dates-train", Trainer, _train_out_dir, _new_trainer,
+                                              lambda *summary: _print_summary(*summary)))
+
+
+def run_training(args, command: TrainingCommand) -> int:
+    """A training command from its parsed options: claim the run folder, train, print the summary."""
     from .checkpoint import CheckpointError
     from .run_dir import RunFolderError
     from .session import profiler_available
 
-    args = _train_parser().parse_args(argv)
     if args.profile is not None and not profiler_available():
         return _fail("--profile needs minigrad.profile(), which this version of minigrad does not have")
     wall_start = time.perf_counter()
-    out_dir = _train_out_dir(args)
+    out_dir = command.out_dir(args)
     try:
-        lock, make_trainer = _claim_run_folder(args, out_dir)
+        lock, make_trainer = _claim_run_folder(args, out_dir, command.new_trainer)
     except ValueError as error:
         return _fail(f"bad setting: {error}")
     except RunFolderError as error:
         return _fail(str(error))
     try:
-        trainer = _open_trainer(args, out_dir, make_trainer)
+        trainer = _open_trainer(args, out_dir, make_trainer, command.trainer_class)
         if args.profile is not None and not trainer.step < args.profile <= trainer.config.steps:
             return _fail(f"--profile {args.profile} is not a step this run trains (steps {trainer.step + 1} "
                          f"to {trainer.config.steps})")
         _print_model(trainer)
-        _compile_if_cold(COMPILE_SECONDS)
+        _compile_if_cold(command.compile_seconds)
         summary = trainer.run(progress=not args.no_progress, profile_step=args.profile,
                               blas_threads=args.blas_threads)
     except BrokenPipeError:
         raise                  # stdout's reader left (`| head`): console_script ends quietly
     except (CheckpointError, RunFolderError, KeyboardInterrupt, OSError) as error:
-        return _train_stopped(error, out_dir)
+        return _train_stopped(error, out_dir, command.name)
     finally:
         lock.release()
     try:
-        _print_summary(summary, trainer, time.perf_counter() - wall_start)
+        command.print_summary(summary, trainer, time.perf_counter() - wall_start)
     except KeyboardInterrupt:
         print(f"interrupted during the summary; the run had finished and is saved in {summary['checkpoint']}",
               file=sys.stderr)
