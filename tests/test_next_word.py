@@ -19,6 +19,8 @@ from transformer.next_word import (NextWordTrainer, accuracy_by_kind, complete, 
 from transformer.next_word_cli import complete_main, train_main
 from transformer.training import TrainConfig, Trainer, load_model
 
+from test_decoder_only_commands import one_line_error, run
+
 TINY_ARGS = ["--d-model", "16", "--heads", "2", "--layers", "1", "--d-ff", "32", "--batch-size", "10",
              "--no-progress"]
 
@@ -37,18 +39,6 @@ def checkpoint(tmp_path_factory):
     path = folder / "model.npz"
     trainer.save(str(path))
     return str(path)
-
-
-def run(main, argv, capsys):
-    code = main(argv)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def one_line_error(code, err, *fragments):
-    assert code == 2 and err.startswith("error: ") and err.count("\n") == 1, err
-    for fragment in fragments:
-        assert fragment in err, err
 
 
 # ------------------------------------------------------------- accuracy
@@ -181,8 +171,6 @@ def test_train_refuses_to_overwrite_and_bad_settings_in_one_line(tmp_path, capsy
 
 
 def test_ctrl_c_saves_and_says_how_to_resume(tmp_path, capsys, monkeypatch):
-    def interrupted(self):
-        raise KeyboardInterrupt
     original = NextWordTrainer.train_step
     calls = []
 
@@ -204,3 +192,28 @@ def test_the_default_model_reaches_the_target_on_every_kind(tmp_path, capsys):
     code, out, err = run(train_main, ["--out", str(tmp_path / "run"), "--no-progress"], capsys)
     assert code == 0, err
     assert "on every kind reached" in out and "(confirmed)" in out
+
+
+@pytest.mark.parametrize("main", [train_main, complete_main])
+def test_every_option_has_help_and_shows_its_default(main, monkeypatch):
+    from transformer.console import Parser
+    caught = []
+
+    def catch(self, args=None, namespace=None):       # the parser the command builds, before it parses
+        caught.append(self)
+        raise SystemExit(0)
+    monkeypatch.setattr(Parser, "parse_args", catch)
+    with pytest.raises(SystemExit):
+        main([])
+    parser = caught[0]
+    assert parser.prog.startswith("next-word-")
+    for action in parser._actions:
+        if action.dest == "help":
+            continue
+        assert action.help and len(action.help) > 10, action.dest
+        if action.option_strings and action.default is not False:
+            assert "default" in parser._get_formatter()._get_help_string(action), action.dest
+    text = " ".join(parser.format_help().split())
+    assert "(default: None)" not in text and "runs/dates" not in text
+    if main is train_main:
+        assert "(default: 0.95)" in text and "--batch-size BATCH_SIZE sentences per training step (default: 128)" in text

@@ -457,9 +457,14 @@ def _check_decoding_options(args):
 
 
 def _translate_stdin(translate) -> int:
-    """Translate stdin's dates in batches as they come (one at a time on a terminal); a bad line
-    gets one error line on stderr and makes the exit status 2, the others are still translated."""
     from .dates import DateError, parse_iso_date
+    return read_stdin(translate, parse_iso_date, DateError, "dates")
+
+
+def read_stdin(handle, check, error_type, what: str, batch_size: int = STDIN_BATCH) -> int:
+    """Read stdin's lines and pass them to ``handle`` in batches as they come (one at a time on a
+    terminal); a line ``check`` refuses (raising ``error_type``) gets one error line on stderr and
+    makes the exit status 2, the others are still handled."""
     batch, bad, seen = [], 0, 0
     interactive = sys.stdin.isatty()
     for number, text, problem in _stdin_lines(sys.stdin):
@@ -468,21 +473,21 @@ def _translate_stdin(translate) -> int:
         seen += 1
         if problem is None:
             try:
-                parse_iso_date(text)
-            except DateError as error:
+                check(text)
+            except error_type as error:
                 problem = str(error)
         if problem is not None:
             bad += 1
             print(f"error: stdin line {number}: {problem}", file=sys.stderr, flush=True)
             continue
         batch.append(text)
-        if len(batch) == STDIN_BATCH or interactive:
-            translate(batch)
+        if len(batch) == batch_size or interactive:
+            handle(batch)
             batch = []
     if batch:
-        translate(batch)
+        handle(batch)
     if not seen:
-        return _fail("no dates given: pass them as arguments or one per line on stdin")
+        return _fail(f"no {what} given: pass them as arguments or one per line on stdin")
     return 2 if bad else 0
 
 

@@ -15,7 +15,7 @@ import sys
 import numpy as np
 
 from .cli import (TrainingCommand, _decoding_kernels, _finite, _model_options, _optimizer_options, _run_options,
-                  _stdin_lines, _stopping_options, run_training, train_values)
+                  _stopping_options, read_stdin, run_training, train_values)
 from .console import Parser, console_script, fail, path_argument
 
 DEFAULT_OUT = os.path.join("runs", "next-word")
@@ -173,7 +173,8 @@ def complete_main(argv=None) -> int:
         for text, words in zip(args.prompts, prompts):
             write(text, words)
         return 0
-    return _complete_stdin(write, lambda text: _prompt_words(model, text), LanguageError)
+    return read_stdin(lambda texts: [write(text, _prompt_words(model, text)) for text in texts],
+                      lambda text: _prompt_words(model, text), LanguageError, "prompts", batch_size=1)
 
 
 def _prompt_words(model, text):
@@ -195,25 +196,3 @@ def _completer(model, args):
             continuation = complete(model, words, args.max_words, args.temperature, args.top_k, rng)
         print(f"{text} -> {' '.join(continuation)}", flush=True)
     return write
-
-
-def _complete_stdin(write, prompt_words, LanguageError) -> int:
-    bad = seen = 0
-    for number, text, problem in _stdin_lines(sys.stdin):
-        if problem is None and not text:
-            continue
-        seen += 1
-        if problem is None:
-            try:
-                words = prompt_words(text)
-            except LanguageError as error:
-                problem = str(error)
-        if problem is not None:
-            bad += 1
-            print(f"error: stdin line {number}: {problem}", file=sys.stderr, flush=True)
-            continue
-        write(text, words)
-    if not seen:
-        return fail("no prompts given: pass them as arguments or one per line on stdin")
-    return 2 if bad else 0
-
