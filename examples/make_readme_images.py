@@ -45,14 +45,14 @@ def commands(seed: int) -> list:
     """The drawing commands, exactly as the README quotes them."""
     checkpoint = os.path.join(run_folder(seed), "model.npz")
     step = f"dates-attention-graph --checkpoint {checkpoint} --date {DATE} --kind decoder-self --backward"
-    return [
+    return [command + " --force" for command in (       # --force: they replace the images drawn before
         f"{step} --out {IMAGES}/attention_step",
         f"{step} --output-of weights --max-depth 3 --format png --out {IMAGES}/attention_step_mask",
         f"dates-heatmaps --checkpoint {checkpoint} --date {DATE} --out-dir {IMAGES} --prefix attention_heatmap",
         f"dates-backward-animation --out {IMAGES}/backward_animation --format gif",
         f"dates-plot-training {run_folder(seed)}/train_log.jsonl --out {IMAGES}/training_curves.png",
         f"dates-explore --checkpoint {checkpoint} --date {DATE} --kind decoder-self --out {explorer_page(seed)}",
-    ]
+    )]
 
 
 def explorer_page(seed: int) -> str:

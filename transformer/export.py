@@ -33,10 +33,11 @@ import numpy as np
 
 from .config import ModelConfig
 from .console import Parser, console_script, path_argument
-from .output_folder import make_output_folder
+from .output_file import EXPORTED_NPZ, SAFETENSORS, add_force_option, atomic_output, check_output
 
 DEFAULT_CHECKPOINT = os.path.join("runs", "dates", "model.npz")
 FORMATS = ("safetensors", "npz")
+KINDS_BY_FORMAT = {"safetensors": SAFETENSORS, "npz": EXPORTED_NPZ}
 
 
 def torch_names(minigrad_arrays, config: ModelConfig) -> "OrderedDict[str, np.ndarray]":
@@ -84,27 +85,26 @@ def torch_names(minigrad_arrays, config: ModelConfig) -> "OrderedDict[str, np.nd
     return out
 
 
-def export_weights(model, path, fmt="safetensors", metadata=None) -> str:
-    """Write ``model``'s weights under PyTorch's names to ``path`` (atomically); returns the path."""
+def export_weights(model, path, fmt="safetensors", metadata=None, force=True) -> str:
+    """Write ``model``'s weights under PyTorch's names to ``path`` (atomically); returns the path.
+
+    An existing file there is replaced only if it is an earlier export and ``force`` is set; a
+    checkpoint, a log or anything else is never replaced (``output_file.check_output``).
+    """
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
     arrays = torch_names(model.state_dict(), model.config)
     info = {"format": "minigrad date Transformer, PyTorch parameter names",
             "model_config": json.dumps(model.config.to_dict()), **(metadata or {})}
     path = os.fspath(path)
-    make_output_folder(os.path.dirname(path))
-    temporary = os.path.join(os.path.dirname(path) or ".", f".tmp-{os.getpid()}-{os.path.basename(path)}")
-    try:
+    check_output(path, force, kind=KINDS_BY_FORMAT[fmt])
+    with atomic_output(path) as temporary:
         if fmt == "safetensors":
             from safetensors.numpy import save_file
             save_file(dict(arrays), temporary, metadata=info)
         else:
             with open(temporary, "wb") as f:
                 np.savez(f, **arrays, **{"metadata.json": np.frombuffer(json.dumps(info).encode(), np.uint8)})
-        os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.remove(temporary)
     return path
 
 
@@ -118,6 +118,7 @@ def main(argv=None) -> int:
     parser.add_argument("--format", choices=FORMATS, default="safetensors",
                         help="safetensors (read with safetensors.torch.load_file) or a numpy .npz "
                              "(default: %(default)s)")
+    add_force_option(parser)
     args = parser.parse_args(argv)
     from .checkpoint import CheckpointError
     from .training import load_model
@@ -129,8 +130,10 @@ def main(argv=None) -> int:
                              "or name one with --checkpoint")
         if os.path.abspath(out) == os.path.abspath(args.checkpoint):
             raise ValueError(f"--out {out} is the checkpoint itself; choose another file")
+        check_output(out, args.force, kind=KINDS_BY_FORMAT[args.format])   # before the model is loaded
         model = load_model(args.checkpoint)
-        written = export_weights(model, out, args.format, {"source": os.path.basename(args.checkpoint)})
+        written = export_weights(model, out, args.format, {"source": os.path.basename(args.checkpoint)},
+                                 force=args.force)
     except (ValueError, OSError, CheckpointError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

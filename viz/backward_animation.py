@@ -25,6 +25,7 @@ import numpy as np
 
 from minigrad import Tensor, autograd_steps
 from transformer.console import Parser, console_script, path_argument
+from transformer.output_file import add_force_option
 
 from .animation_output import write_animation
 from .details import NOT_ARRIVED, first_values, norm, tooltip_text
@@ -240,7 +241,8 @@ def main(argv=None) -> int:
         _check_arguments(args)
         root, options, title = _animated_root(args)
         frames = backward_frames(root, rankdir=args.rankdir, title=title, **options)
-        paths = write_animation(frames, args.out, formats=tuple(args.format or ("gif", "html")), dpi=args.dpi)
+        paths = write_animation(frames, args.out, formats=tuple(args.format or ("gif", "html")), dpi=args.dpi,
+                                force=args.force)
     except (DateError, ValueError, OSError, CheckpointError, RuntimeError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -270,6 +272,7 @@ def _parser():
     parser.add_argument("--format", action="append", choices=["gif", "html"], help="default: both")
     parser.add_argument("--rankdir", choices=["TB", "LR"], default="TB")
     parser.add_argument("--dpi", type=int, default=72, help="resolution of the GIF frames (default: 72)")
+    add_force_option(parser)
     return parser
 
 
