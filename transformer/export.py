@@ -1,6 +1,7 @@
 """Export a trained date model's weights under PyTorch's parameter names, to load them into PyTorch.
 
     dates-export                                   # runs/dates/model.npz -> runs/dates/model.safetensors
+                                                   # (the newest finished run's: runs/dates-2 ... too)
     dates-export --checkpoint X/model.npz --out X/weights.safetensors
 
 The names are those of the same model built from PyTorch's own layers
@@ -111,8 +112,9 @@ def export_weights(model, path, fmt="safetensors", metadata=None, force=True) ->
 @console_script
 def main(argv=None) -> int:
     parser = Parser(prog="dates-export", description=__doc__.split("\n")[0])
-    parser.add_argument("--checkpoint", default=DEFAULT_CHECKPOINT, type=path_argument,
-                        help="the dates-train checkpoint to export (default: %(default)s)")
+    parser.add_argument("--checkpoint", default=None, type=path_argument,
+                        help=f"the dates-train checkpoint to export (default: the newest finished run's, "
+                             f"{DEFAULT_CHECKPOINT} or runs/dates-N/model.npz; one line names it when there are several)")
     parser.add_argument("--out", type=path_argument, help="output file (default: the checkpoint's path with .safetensors or "
                                       "-torch.npz in place of .npz)")
     parser.add_argument("--format", choices=FORMATS, default="safetensors",
@@ -121,7 +123,9 @@ def main(argv=None) -> int:
     add_force_option(parser)
     args = parser.parse_args(argv)
     from .checkpoint import CheckpointError
+    from .run_dir import default_checkpoint
     from .training import load_model
+    args.checkpoint = args.checkpoint or default_checkpoint()
     stem = args.checkpoint[:-4] if args.checkpoint.endswith(".npz") else args.checkpoint
     out = args.out or (stem + (".safetensors" if args.format == "safetensors" else "-torch.npz"))
     try:

@@ -27,7 +27,7 @@ from transformer.dates import DateError, decode
 from transformer.decoding import inference
 from transformer.output_file import add_force_option, atomic_output, check_outputs
 from transformer.output_folder import make_output_folder
-from transformer.run_dir import RunFolderError, log_lines
+from transformer.run_dir import LOG_NAME, RunFolderError, default_checkpoint, log_lines
 
 from .inputs import (UNTRAINED, add_model_arguments, decoder_input_from_greedy, model_from_args, on_numpy_twins,
                      source_ids, token_labels)
@@ -246,14 +246,16 @@ def main(argv=None) -> int:
 def curves_main(argv=None) -> int:
     parser = Parser(prog="dates-plot-training",
                     description="Loss and held-out exact-match curves from a training log.")
-    parser.add_argument("log", nargs="?", default="runs/dates/train_log.jsonl",
-                        help="the JSON-lines log written by dates-train (default: %(default)s)")
+    parser.add_argument("log", nargs="?", default=None,
+                        help="the JSON-lines log written by dates-train (default: the newest finished run's, "
+                             "runs/dates/train_log.jsonl or runs/dates-N/train_log.jsonl)")
     parser.add_argument("--out", type=path_argument, default=os.path.join("runs", "viz", "training_curves.png"),
                         help="output PNG (default: %(default)s)")
     add_force_option(parser)
     args = parser.parse_args(argv)
     try:
-        saved = plot_training_curves(args.log, args.out, force=args.force)
+        log = args.log or os.path.join(os.path.dirname(default_checkpoint()), LOG_NAME)
+        saved = plot_training_curves(log, args.out, force=args.force)
     except (ValueError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
