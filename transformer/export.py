@@ -5,7 +5,7 @@
     dates-export --checkpoint X/model.npz --out X/weights.safetensors
 
 The names are those of the same model built from PyTorch's own layers
-(``examples/compare_with_pytorch.py`` builds it and loads this file):
+(``examples/compare_with_pytorch.py`` builds it, and its ``load_exported`` loads this file):
 
     src_embed, tgt_embed           torch.nn.Embedding(68, d_model)
     src_positions, tgt_positions   torch.nn.Embedding(max_len, d_model), only for learned positions
@@ -142,6 +142,6 @@ def main(argv=None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     count = sum(p.size for p in model.parameters())
-    print(f"wrote {written}  ({count:,} parameters under PyTorch's names; "
-          "examples/compare_with_pytorch.py shows how to load it)")
+    print(f"wrote {written}  ({count:,} parameters under PyTorch's names; load it into PyTorch with "
+          f"examples/compare_with_pytorch.py --exported {written}, or as its load_exported does)")
     return 0
