@@ -2,12 +2,11 @@
 a file of its own kind; an existing output needs --force; files appear whole (atomic) and 0644."""
 import json
 import os
-import signal
+import stat
 import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import minigrad
@@ -76,16 +75,22 @@ def test_export_does_not_reach_the_checkpoint_through_a_symlinked_folder(run, tm
     assert _snapshot(run) == before
 
 
-@pytest.mark.parametrize("special", ["fifo", "symlink"])
+@pytest.mark.parametrize("special", ["fifo", "symlink", "device"])
 def test_export_leaves_what_is_not_a_regular_file_alone(run, tmp_path, capsys, special):
     out = tmp_path / "weights.safetensors"
     if special == "fifo":
         os.mkfifo(out)
-    else:
+    elif special == "symlink":
         out.symlink_to(tmp_path / "elsewhere.safetensors")
+    else:
+        try:                                   # a null device node of its own (making one needs root)
+            os.mknod(out, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        except PermissionError:
+            pytest.skip("making a device node needs root")
     assert export_main(["--checkpoint", str(run / "model.npz"), "--out", str(out), "--force"]) == 2
     _one_error_line(capsys, "never replaced")
-    assert out.is_fifo() if special == "fifo" else out.is_symlink()
+    kept = {"fifo": out.is_fifo, "symlink": out.is_symlink, "device": out.is_char_device}[special]
+    assert kept()
     assert not (tmp_path / "elsewhere.safetensors").exists()
 
 

@@ -142,6 +142,6 @@ def main(argv=None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     count = sum(p.size for p in model.parameters())
-    print(f"wrote {written}  ({count:,} parameters under PyTorch's names; load it into PyTorch with "
-          f"examples/compare_with_pytorch.py --exported {written}, or as its load_exported does)")
+    print(f"wrote {written}  ({count:,} parameters under PyTorch's names)\n"
+          f"to load it into PyTorch: python examples/compare_with_pytorch.py --exported {written}")
     return 0
