@@ -225,3 +225,15 @@ def test_sigterm_during_export_leaves_no_temporary_file(run):
     assert done.returncode != 0 and not out.exists()
     assert not [p.name for p in run.iterdir() if p.name.startswith(".tmp-")]
     assert "Traceback" not in done.stderr
+
+
+def test_an_output_of_a_kind_no_command_recognises_is_written_once_and_never_replaced(run, tmp_path, capsys):
+    out = tmp_path / "curves.tiff"
+    assert curves_main([str(run / "train_log.jsonl"), "--out", str(out)]) == 0
+    written = out.read_bytes()
+    capsys.readouterr()
+    assert curves_main([str(run / "train_log.jsonl"), "--out", str(out), "--force"]) == 2
+    _one_error_line(capsys, "never replaced")
+    assert out.read_bytes() == written
+    assert curves_main([str(run / "train_log.jsonl"), "--out", str(tmp_path / "plain")]) == 0
+    assert (tmp_path / "plain.png").read_bytes().startswith(b"\x89PNG")      # as matplotlib names it

@@ -51,18 +51,21 @@ PNG = OutputKind("PNG image", lambda head, path: head.startswith(b"\x89PNG\r\n\x
 GIF = OutputKind("GIF image", lambda head, path: head.startswith(b"GIF8"))
 PDF = OutputKind("PDF document", lambda head, path: head.startswith(b"%PDF"))
 SVG = OutputKind("SVG image", lambda head, path: b"<svg" in head)
+JPEG = OutputKind("JPEG image", lambda head, path: head.startswith(b"\xff\xd8\xff"))
 DOT = OutputKind("Graphviz .dot source", _text_starts(b"digraph", b"strict digraph", b"//"))
 HTML = OutputKind("HTML page", _text_starts(b"<!DOCTYPE html", b"<html"))
 SAFETENSORS = OutputKind("safetensors file", lambda head, path: len(head) > 9 and head[8:9] == b"{")
 EXPORTED_NPZ = OutputKind("dates-export .npz",
                           lambda head, path: "metadata.json.npy" in (_zip_members(path) or []))
-KINDS = {"png": PNG, "gif": GIF, "pdf": PDF, "svg": SVG, "dot": DOT, "html": HTML,
+KINDS = {"png": PNG, "gif": GIF, "pdf": PDF, "svg": SVG, "jpg": JPEG, "jpeg": JPEG, "dot": DOT, "html": HTML,
          "safetensors": SAFETENSORS, "npz": EXPORTED_NPZ}
 
 
 def kind_of(path) -> OutputKind:
-    """The kind a path's extension says it is."""
-    return KINDS[os.path.splitext(os.fspath(path))[1].lstrip(".").lower()]
+    """The kind a path's extension says it is; an extension no command writes by default (--out x.jpg)
+    is a kind no existing file is taken for, so such a file is never replaced."""
+    extension = os.path.splitext(os.fspath(path))[1].lstrip(".").lower()
+    return KINDS.get(extension) or OutputKind("", lambda head, path: False)
 
 
 def _what_it_is(path, head: bytes) -> str:
@@ -108,6 +111,9 @@ def check_output(path, force=False, kind=None, option="--out"):
         raise OutputRefused(f"cannot read {path} to check what it is: {error.strerror}; "
                             f"choose another {option}") from None
     what = _what_it_is(path, head)
+    if not what and not kind.name:
+        raise OutputRefused(f"{path} exists, and a file of its kind cannot be told from one this command wrote, "
+                            f"so it is never replaced: move it away or choose another {option}")
     if what or not kind.looks_like(head, path):
         raise OutputRefused(f"{path} is {what or 'not a ' + kind.name}, not a file this command wrote: it is never "
                             f"replaced; choose another {option}")

@@ -196,7 +196,11 @@ def _batch_estimate(log, window=4):
 def plot_training_curves(log_jsonl, out_png, dpi=DPI, force=True) -> SavedFigure:
     """Two panels: training loss per step (log scale) and held-out exact match per eval.
 
-    An existing PNG at ``out_png`` is replaced only with ``force`` (``transformer.output_file``)."""
+    An existing PNG at ``out_png`` is replaced only with ``force`` (``transformer.output_file``);
+    a path without an extension gets .png, as matplotlib would give it."""
+    out_png = os.fspath(out_png)
+    if not os.path.splitext(out_png)[1]:
+        out_png += ".png"
     check_outputs([out_png], force)
     log = read_training_log(log_jsonl)
     fig = Figure(figsize=(10, 3.8), layout="constrained")
