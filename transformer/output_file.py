@@ -21,6 +21,7 @@ import zipfile
 from dataclasses import dataclass
 from typing import Callable
 
+from .checkpoint import _fsync_folder as fsync_folder
 from .output_folder import make_output_folder
 
 
@@ -173,6 +174,7 @@ def atomic_output(path):
                     os.fsync(f.fileno())
                 os.chmod(tmp, 0o666 & ~_umask())     # some writers (safetensors) create theirs 0600
                 os.replace(tmp, path)
+                fsync_folder(folder or ".")                 # the rename itself durable, as for checkpoints
             except OSError as error:                 # name the output, never the temporary file
                 raise OSError(error.errno, f"cannot write {path}: {error.strerror}") from None
         finally:
