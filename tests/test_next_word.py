@@ -217,3 +217,16 @@ def test_every_option_has_help_and_shows_its_default(main, monkeypatch):
     assert "(default: None)" not in text and "runs/dates" not in text
     if main is train_main:
         assert "(default: 0.95)" in text and "--batch-size BATCH_SIZE sentences per training step (default: 128)" in text
+
+
+def test_default_run_folders_and_the_default_checkpoint(tmp_path, capsys, monkeypatch):
+    """A plain next-word-train writes runs/next-word, a second one runs/next-word-2; next-word-complete
+    without --checkpoint reads the newest finished run."""
+    monkeypatch.chdir(tmp_path)
+    assert train_main(["--max-steps", "1", *TINY_ARGS]) == 0
+    assert train_main(["--max-steps", "1", *TINY_ARGS]) == 0
+    out = capsys.readouterr().out
+    assert "runs/next-word holds an earlier run, so this one trains in runs/next-word-2" in out
+    assert os.path.exists("runs/next-word/model.npz") and os.path.exists("runs/next-word-2/model.npz")
+    code, out, err = run(complete_main, ["ann went to the bakery and bought a"], capsys)
+    assert code == 0 and "runs/next-word-2/model.npz" in err, err

@@ -205,7 +205,7 @@ def train_values(args) -> dict:
     return values
 
 
-def _train_out_dir(args) -> str:
+def _train_out_dir(args, default_out=DEFAULT_OUT) -> str:
     """--out; with --resume the checkpoint's folder; else runs/dates, or when a run is already
     there the next free runs/dates-N (said in one line). An explicit --out is never changed."""
     from .run_dir import next_free_run_folder
@@ -213,9 +213,9 @@ def _train_out_dir(args) -> str:
         return args.out or os.path.dirname(os.path.abspath(args.resume))
     if args.out is not None:
         return args.out
-    folder = next_free_run_folder(DEFAULT_OUT)
-    if folder != DEFAULT_OUT:
-        print(f"{DEFAULT_OUT} holds an earlier run, so this one trains in {folder} (--out to choose)", flush=True)
+    folder = next_free_run_folder(default_out)
+    if folder != default_out:
+        print(f"{default_out} holds an earlier run, so this one trains in {folder} (--out to choose)", flush=True)
     return folder
 
 

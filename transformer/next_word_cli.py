@@ -15,7 +15,7 @@ import sys
 import numpy as np
 
 from .cli import (TrainingCommand, _decoding_kernels, _finite, _model_options, _optimizer_options, _run_options,
-                  _stopping_options, read_stdin, run_training, train_values)
+                  _stopping_options, _train_out_dir, read_stdin, run_training, train_values)
 from .console import Parser, console_script, fail, path_argument
 
 DEFAULT_OUT = os.path.join("runs", "next-word")
@@ -44,8 +44,8 @@ def _train_parser():
     p = Parser(prog="next-word-train", description=TRAIN_DESCRIPTION)
     t = default_train_config()
     _run_options(p.add_argument_group("the run"), t)
-    _help(p, "out", f"folder for the checkpoint and training log (default: {DEFAULT_OUT}; with --resume the "
-                    "checkpoint's folder)")
+    _help(p, "out", f"folder for the checkpoint and training log (default: {DEFAULT_OUT}, or {DEFAULT_OUT}-2, "
+                    "-3 ... when an earlier run is there; with --resume the checkpoint's folder)")
     _stopping_options(p.add_argument_group("when to stop"), t)
     _help(p, "target_accuracy", f"stop when every kind's held-out accuracy reaches this fraction at the end of "
                                 f"the cool-down (default: {t.target_accuracy}); 0 = train --max-steps steps")
@@ -64,9 +64,7 @@ def _help(parser, dest, text):
 
 
 def _out_dir(args) -> str:
-    if args.resume:
-        return args.out or os.path.dirname(os.path.abspath(args.resume))
-    return args.out if args.out is not None else DEFAULT_OUT
+    return _train_out_dir(args, DEFAULT_OUT)
 
 
 def _new_trainer(args, out_dir):
@@ -122,8 +120,9 @@ def _complete_parser():
                       "stderr and the others are still completed. Exit codes: 0 all completed, 2 a bad argument, "
                       "checkpoint or input line, 130 Ctrl-C, 141 stdout closed or full.")
     p.add_argument("prompts", nargs="*", help="prompts to continue; none: read one per line from stdin")
-    p.add_argument("--checkpoint", default=DEFAULT_CHECKPOINT, type=path_argument,
-                   help="the model next-word-train wrote (default: %(default)s)")
+    p.add_argument("--checkpoint", default=None, type=path_argument,
+                   help=f"the model next-word-train wrote (default: the newest finished run's, {DEFAULT_CHECKPOINT} "
+                        f"or {DEFAULT_OUT}-N/model.npz)")
     p.add_argument("--temperature", type=_finite, default=0.0, metavar="T",
                    help="sample each word from softmax(logits / T); 0 = greedy, the most likely word")
     p.add_argument("--top-k", type=int, default=None, metavar="K",
@@ -153,6 +152,7 @@ def _check_options(args):
 def complete_main(argv=None) -> int:
     from .checkpoint import CheckpointError
     from .language import LanguageError, split_words
+    from .run_dir import default_checkpoint
     from .training import load_model
 
     args = _complete_parser().parse_args(argv)
@@ -164,7 +164,7 @@ def complete_main(argv=None) -> int:
     try:
         for text in args.prompts:
             split_words(text)              # an unknown word fails before the model is loaded
-        model = load_model(args.checkpoint, task="next-word")
+        model = load_model(args.checkpoint or default_checkpoint(DEFAULT_OUT), task="next-word")
         prompts = [_prompt_words(model, text) for text in args.prompts]
     except (LanguageError, CheckpointError) as error:
         return fail(str(error))
