@@ -84,5 +84,13 @@ def export(argv=None):
     return _run("transformer.export:main", argv)
 
 
+def next_word_train(argv=None):
+    return _run("transformer.next_word_cli:train_main", argv)
+
+
+def next_word_complete(argv=None):
+    return _run("transformer.next_word_cli:complete_main", argv)
+
+
 def attention_ladder(argv=None):
     return _run("transformer.ladder.cli:main", argv)

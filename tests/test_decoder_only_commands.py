@@ -155,7 +155,7 @@ def test_attention_graph_defaults_to_its_kind_and_refuses_the_others(checkpoint,
     assert "decoder.layers.0.self_attn" in dot and "causal" in dot
     for kind in ("encoder-self", "cross"):
         code, _, err = run(attention_graph_main, ["--checkpoint", checkpoint, "--kind", kind,
-                                                  "--out", str(tmp_path / "g")], capsys)
+                                                  "--out", str(tmp_path / kind)], capsys)
         one_line_error(code, err, "decoder-only model", f"no {kind} attention")
 
 
@@ -165,7 +165,8 @@ def test_explore_accepts_it_and_refuses_the_kinds_it_lacks(checkpoint, tmp_path,
     assert code == 0, err
     text = page.read_text()
     assert '"kind":"decoder-self"' in text and '"encoder-self"' not in text
-    code, _, err = run(explore_main, ["--checkpoint", checkpoint, "--kind", "cross", "--out", str(page)], capsys)
+    code, _, err = run(explore_main, ["--checkpoint", checkpoint, "--kind", "cross", "--out",
+                                      str(tmp_path / "cross.html")], capsys)
     one_line_error(code, err, "no cross attention")
 
 

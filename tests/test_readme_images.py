@@ -46,3 +46,16 @@ def test_every_committed_image_is_one_the_script_draws_and_the_readme_shows():
 def test_the_readme_quotes_the_ladder_command_the_script_runs():
     text = open(os.path.join(REPO, "README.md"), encoding="utf-8").read()
     assert load_script().ladder_command(0) in text
+
+
+def test_without_dot_the_script_stops_in_one_line_with_status_3_and_leaves_nothing(path_without_dot, tmp_path):
+    import subprocess
+    import sys
+    before = sorted(os.listdir(os.path.join(REPO, "docs", "images")))
+    env = {**os.environ, "PATH": path_without_dot}
+    done = subprocess.run([sys.executable, os.path.join(REPO, "examples", "make_readme_images.py"), "--seed", "12345"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 3, done.stderr
+    assert done.stderr.count("\n") == 1 and "apt-get install graphviz" in done.stderr and done.stdout == ""
+    assert sorted(os.listdir(os.path.join(REPO, "docs", "images"))) == before
+    assert not os.path.exists(os.path.join(REPO, "runs", "readme-seed-12345"))

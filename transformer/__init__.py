@@ -1,5 +1,6 @@
 """An "Attention Is All You Need" encoder-decoder built only on minigrad, and the
-date task it learns: ``1845-01-05`` -> ``January 5, 1845``.
+date task it learns: ``1845-01-05`` -> ``January 5, 1845``; beside it a decoder-only model,
+on the same task and on next-word prediction in a generated language.
 
     dates.py       the 68-token vocabulary, encode/decode, the date data set
     positional.py  sinusoidal table (the paper's formula) or learned positions
@@ -16,6 +17,8 @@ date task it learns: ``1845-01-05`` -> ``January 5, 1845``.
     evaluation.py  exact match and per-character accuracy
     checkpoint.py  atomic .npz checkpoints read without pickle, validated before use
     cli.py         dates-train, dates-translate, dates-evaluate
+    next_word.py   next-word prediction: NextWordTrainer (per-kind held-out accuracy), complete
+    next_word_cli.py  next-word-train, next-word-complete
 """
 from .attention import (CrossAttention, MultiHeadAttention, SelfAttention, causal_mask, padding_mask,
                         scaled_dot_product_attention)

@@ -90,12 +90,21 @@ def sample_decode(model, src, temperature: float = 1.0, top_k: int = None, rng=N
                   max_len: int = MAX_OUTPUT) -> np.ndarray:
     """Draw each token from softmax(logits / temperature), optionally only among the
     ``top_k`` most likely. ``temperature=0`` means greedy."""
+    if temperature == 0:
+        sampler(temperature, top_k, rng)           # the same checks of top_k
+        return greedy_decode(model, src, max_len)
+    return _decode(model, src, max_len, sampler(temperature, top_k, rng), use_cache=True)
+
+
+def sampler(temperature: float = 1.0, top_k: int = None, rng=None):
+    """logits (B, vocab) -> ids (B,) drawn from softmax(logits / temperature), optionally only
+    among the ``top_k`` most likely; ``temperature=0`` picks the most likely."""
     if temperature < 0:
         raise ValueError(f"temperature must be >= 0, got {temperature}")
     if top_k is not None and top_k < 1:
         raise ValueError(f"top_k must be >= 1, got {top_k}")
     if temperature == 0:
-        return greedy_decode(model, src, max_len)
+        return lambda logits: logits.argmax(axis=-1)
     rng = rng if rng is not None else np.random.default_rng()
 
     def pick(logits):
@@ -113,7 +122,7 @@ def sample_decode(model, src, temperature: float = 1.0, top_k: int = None, rng=N
         draws = rng.random((len(probs), 1)) * cumulative[:, -1:]
         return np.minimum((cumulative < draws).sum(axis=-1), probs.shape[-1] - 1)
 
-    return _decode(model, src, max_len, pick, use_cache=True)
+    return pick
 
 
 def _decode(model, src, max_len, pick, use_cache):
