@@ -127,7 +127,8 @@ class CrossEntropy(Function):
     distribution over all C classes. If every target is ignored, the mean over
     zero targets is NaN and the gradient is 0, whatever the output gradient
     (NaN too, as from ``loss ** 2``): as in PyTorch, whose backward writes
-    gradients only into the rows of targets it counted.
+    gradients only into the rows of targets it counted. A row of all -inf logits
+    has a NaN loss and NaN gradient, counted or not (docs/nan-rules.md).
     """
 
     def forward(self, logits, targets, ignore_index=None, label_smoothing=0.0):
@@ -148,6 +149,9 @@ class CrossEntropy(Function):
         loss = -logp[picked, safe_t]
         if label_smoothing:
             loss = (1 - label_smoothing) * loss - label_smoothing * logp.mean(axis=-1)
+        infinite = np.isinf(loss)       # one check per row; the rare rows found are looked at below
+        if infinite.any():
+            logp, loss = _nan_where_all_masked(rows, logp, loss, infinite)
         count = int(valid.sum())
         self.logp, self.safe_t, self.valid, self.count = logp, safe_t, valid, count
         self.smoothing, self.logits_shape = label_smoothing, logits.shape
@@ -178,6 +182,19 @@ class CrossEntropy(Function):
         p = (1 - label_smoothing) * onehot + label_smoothing / classes
         per_row = -(logits.reshape(-1, classes).log_softmax(-1) * Tensor(p.astype(logits.dtype))).sum(axis=-1)
         return (per_row * Tensor(counted.astype(logits.dtype))).sum() / Tensor(np.asarray(counted.sum(), logits.dtype))
+
+
+def _nan_where_all_masked(rows, logp, loss, infinite):
+    """log_softmax and loss NaN in rows whose logits are all -inf (PyTorch: a 0 / 0 softmax), so
+    that row's loss and its whole gradient are NaN, ignored or not (log_softmax alone keeps such
+    a row at -inf, for masked attention). Rows only among ``infinite``, where the loss is inf."""
+    candidates = np.flatnonzero(infinite)
+    masked = candidates[np.isneginf(rows[candidates]).all(axis=-1)]
+    if masked.size:
+        logp, loss = logp.copy(), loss.copy()
+        logp[masked] = np.nan
+        loss[masked] = np.nan
+    return logp, loss
 
 
 from ..kernels import column_sums as _, layer_norm_kernels  # noqa: E402,F401  (register kernels for the functions above)
