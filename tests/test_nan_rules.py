@@ -101,6 +101,12 @@ ROWS = {
                     {"value": [0.0, 0.0], "grad": [inf, nan], "tangent": [inf, nan]}),
     "pow-cube-at-zero": (lambda x: x ** 3, [0., 0.], [1., nan], [1., nan],
                          {"value": [0.0, 0.0], "grad": [0.0, nan], "tangent": [0.0, nan]}),
+    "pow-half-at-minus-inf": (lambda x: x ** 0.5, [-inf], None, [1.],
+                              {"value": [nan], "grad": [nan], "tangent": [nan]},
+                              {"value": [nan], "grad": [0.0], "tangent": [0.0]}),
+    "pow-minus-half-at-minus-inf": (lambda x: x ** -0.5, [-inf], None, [1.],
+                                    {"value": [nan], "grad": [-0.0], "tangent": [-0.0]},
+                                    {"value": [0.0], "grad": [-0.0], "tangent": [-0.0]}),
     "zero-base-pow": (lambda x: 0.0 ** x, [0., 1., -1.], None, [1., 1., 1.],
                       {"value": [1.0, 0.0, inf], "grad": [0.0, 0.0, -inf], "tangent": [0.0, 0.0, -inf]}),
     "base-pow-at-infinity": (lambda x: 2.0 ** x, [-inf, inf], None, [1., 1.],
@@ -145,3 +151,19 @@ def test_the_table_has_one_line_per_row_and_no_other():
     assert sorted(names) == sorted(ROWS) and len(set(names)) == len(names)
     differs = {name for name, line in zip(names, lines) if "**differs**" in line}
     assert differs == {name for name, row in ROWS.items() if len(row) == 6}
+
+
+def test_cross_entropy_on_an_all_masked_row_is_nan_beyond_first_order_too():
+    """The row `cross-entropy-all-masked-row` at second order, forward over reverse (hessian) and
+    reverse over reverse (jacrev of grad), and the create_graph gradient: PyTorch 2.13's answers."""
+    x = np.array([[-inf, -inf], [0.0, 1.0]])
+    f = lambda z: F.cross_entropy(z, np.array([1, 0]))    # noqa: E731
+    h = 0.09830596662074093
+    hessian = [[nan, nan, nan, nan], [nan, nan, nan, nan], [0.0, 0.0, h, -h], [0.0, 0.0, -h, h]]
+    jacrev_of_grad = [[nan, nan, 0.0, 0.0], [nan, nan, 0.0, 0.0], [nan, nan, h, -h], [nan, nan, -h, h]]
+    with np.errstate(all="ignore"):
+        assert equal(func.hessian(f)(Tensor(x)).data.reshape(4, 4), hessian)
+        assert equal(func.jacrev(func.grad(f))(Tensor(x)).data.reshape(4, 4), jacrev_of_grad)
+        leaf = Tensor(x, requires_grad=True)
+        g, = mg.autograd.grad(f(leaf), leaf, create_graph=True)
+    assert equal(g.data, [[nan, nan], [-0.36552928931500245, 0.36552928931500245]])

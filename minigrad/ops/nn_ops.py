@@ -180,7 +180,12 @@ class CrossEntropy(Function):
         counted = np.ones(t.shape, bool) if ignore_index is None else t != ignore_index
         onehot = np.arange(classes) == np.where(counted, t, 0)[:, None]
         p = (1 - label_smoothing) * onehot + label_smoothing / classes
-        per_row = -(logits.reshape(-1, classes).log_softmax(-1) * Tensor(p.astype(logits.dtype))).sum(axis=-1)
+        rows = logits.reshape(-1, classes)
+        # log_softmax written out, so that a row of all -inf is NaN at every order, as in PyTorch
+        # (the log_softmax op keeps such a row at -inf with a zero gradient, for masked attention)
+        shifted = rows - rows.max(axis=-1, keepdims=True)
+        log_p = shifted - shifted.exp().sum(axis=-1, keepdims=True).log()
+        per_row = -(log_p * Tensor(p.astype(logits.dtype))).sum(axis=-1)
         return (per_row * Tensor(counted.astype(logits.dtype))).sum() / Tensor(np.asarray(counted.sum(), logits.dtype))
 
 
