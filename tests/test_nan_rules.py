@@ -167,3 +167,14 @@ def test_cross_entropy_on_an_all_masked_row_is_nan_beyond_first_order_too():
         leaf = Tensor(x, requires_grad=True)
         g, = mg.autograd.grad(f(leaf), leaf, create_graph=True)
     assert equal(g.data, [[nan, nan], [-0.36552928931500245, 0.36552928931500245]])
+
+
+@pytest.mark.parametrize("f", [lambda x: x.mean().sqrt(), lambda x: x.sum().exp(), lambda x: x.sum().tanh(),
+                               lambda x: 2.0 ** x.sum()], ids=["sqrt", "exp", "tanh", "base-pow"])
+def test_a_nan_scalar_result_is_differentiated_twice(f):
+    """A 0-d NaN output (here from a NaN input) was not recognised as the op's output beyond
+    first order (NaN equals nothing) and raised "no double-backward rule"; PyTorch 2.13's
+    Hessian is all NaN."""
+    with np.errstate(all="ignore"):
+        hessian = func.hessian(f)(Tensor(np.array([nan, -2.0])))
+    assert equal(hessian.data, np.full((2, 2), nan))

@@ -21,7 +21,8 @@ class _Elementwise(Function):
 
 class Exp(_Elementwise):
     def forward(self, a):
-        self.out = np.exp(a)
+        self.out = np.asarray(np.exp(a))     # an array for 0-d input too: beyond first order
+        # the output is found by identity, and a NaN scalar is equal to nothing
         return self.out
 
     def backward(self, grad):
@@ -39,7 +40,7 @@ class Log(_Elementwise):
 
 class Sqrt(_Elementwise):
     def forward(self, a):
-        self.out = np.sqrt(a)
+        self.out = np.asarray(np.sqrt(a))     # an array for 0-d input too (see Exp)
         return self.out
 
     def backward(self, grad):
@@ -48,7 +49,7 @@ class Sqrt(_Elementwise):
 
 class Tanh(_Elementwise):
     def forward(self, a):
-        self.out = np.tanh(a)
+        self.out = np.asarray(np.tanh(a))     # an array for 0-d input too (see Exp)
         return self.out
 
     def backward(self, grad):
