@@ -57,6 +57,10 @@ ROWS = {
     "cross-entropy-all-ignored": (
         lambda x: F.cross_entropy(x, np.array([-100, -100]), ignore_index=-100) ** 2, [[0., 1., 2.], [0., 1., 2.]],
         None, None, {"value": nan, "grad": [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]}),
+    "cross-entropy-all-ignored-tangent": (
+        lambda x: F.cross_entropy(x, np.array([-100, -100]), ignore_index=-100), [[0., 1., 2.], [0., 1., 2.]],
+        None, [[1., 1., 1.], [1., 1., 1.]], {"value": nan, "grad": [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]], "tangent": nan},
+        {"value": nan, "grad": [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]], "tangent": 0.0}),
     "cross-entropy-masked-target": (
         lambda x: F.cross_entropy(x, np.array([0])), [[-inf, 0., 1.]], None, None,
         {"value": inf, "grad": [[-1.0, 0.2689414213699951, 0.7310585786300049]]}),
@@ -178,3 +182,16 @@ def test_a_nan_scalar_result_is_differentiated_twice(f):
     with np.errstate(all="ignore"):
         hessian = func.hessian(f)(Tensor(np.array([nan, -2.0])))
     assert equal(hessian.data, np.full((2, 2), nan))
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+def test_cross_entropy_with_every_target_ignored_has_zero_derivatives_at_every_order(smoothing):
+    """PyTorch 2.13: the create_graph gradient, the Hessian and jacrev of grad are all zeros."""
+    f = lambda z: F.cross_entropy(z, np.array([-100, -100]), ignore_index=-100, label_smoothing=smoothing)  # noqa
+    x = np.array([[1.1, 0.2, -0.6], [0.1, 0.2, 0.3]])
+    with np.errstate(all="ignore"):
+        leaf = Tensor(x, requires_grad=True)
+        g, = mg.autograd.grad(f(leaf), leaf, create_graph=True)
+        assert equal(g.data, np.zeros((2, 3)))
+        assert equal(func.hessian(f)(Tensor(x)).data, np.zeros((2, 3, 2, 3)))
+        assert equal(func.jacrev(func.grad(f))(Tensor(x)).data, np.zeros((2, 3, 2, 3)))

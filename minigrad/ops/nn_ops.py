@@ -12,6 +12,7 @@ from ..function import Function
 from ..kernels.registry import accelerated
 from .checks import unwrap
 from ..parallel import product, product_over_rows
+from .select import where
 from .softmax import log_softmax
 
 
@@ -186,7 +187,10 @@ class CrossEntropy(Function):
         shifted = rows - rows.max(axis=-1, keepdims=True)
         log_p = shifted - shifted.exp().sum(axis=-1, keepdims=True).log()
         per_row = -(log_p * Tensor(p.astype(logits.dtype))).sum(axis=-1)
-        return (per_row * Tensor(counted.astype(logits.dtype))).sum() / Tensor(np.asarray(counted.sum(), logits.dtype))
+        total = (per_row * Tensor(counted.astype(logits.dtype))).sum()
+        if not counted.any():   # NaN (0 / 0) with a zero gradient at every order, as forward and backward
+            return where(np.array(True), Tensor(np.asarray(np.nan, logits.dtype)), total)
+        return total / Tensor(np.asarray(counted.sum(), logits.dtype))
 
 
 def _nan_where_all_masked(rows, logp, loss, infinite):
