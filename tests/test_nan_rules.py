@@ -65,8 +65,9 @@ ROWS = {
         lambda x: F.cross_entropy(x, np.array([0])), [[-inf, 0., 1.]], None, None,
         {"value": inf, "grad": [[-1.0, 0.2689414213699951, 0.7310585786300049]]}),
     "cross-entropy-masked-other": (
-        lambda x: F.cross_entropy(x, np.array([1])), [[-inf, 0., 1.]], None, None,
-        {"value": 1.3132616875182228, "grad": [[0.0, -0.7310585786300049, 0.7310585786300049]]}),
+        lambda x: F.cross_entropy(x, np.array([1])), [[-inf, 0., 1.]], None, [[1., 2., 3.]],
+        {"value": 1.3132616875182228, "grad": [[0.0, -0.7310585786300049, 0.7310585786300049]],
+         "tangent": 0.7310585786300048}),
     "cross-entropy-nan-logit": (
         lambda x: F.cross_entropy(x, np.array([1])), [[nan, 0., 1.]], None, [[1., 1., 1.]],
         {"value": nan, "grad": [[nan, nan, nan]], "tangent": nan}),

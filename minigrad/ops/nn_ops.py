@@ -173,24 +173,25 @@ class CrossEntropy(Function):
 
     @staticmethod
     def composition(logits, targets, ignore_index=None, label_smoothing=0.0):
-        """The same loss from public ops: with the target distribution p = (1 - eps) onehot + eps / C,
-        the mean over counted rows of -sum(p * log_softmax(logits))."""
+        """The same loss from public ops: the mean over counted rows of -((1 - eps) log p[target]
+        + eps / C sum(log p)), log p = log_softmax(logits). The target's entry is picked, not
+        multiplied by a one-hot, so a masked (-inf) logit elsewhere gives no -inf * 0."""
         from ..tensor import Tensor
         t = np.asarray(unwrap(targets)).reshape(-1)
-        classes = logits.shape[-1]
-        counted = np.ones(t.shape, bool) if ignore_index is None else t != ignore_index
-        onehot = np.arange(classes) == np.where(counted, t, 0)[:, None]
-        p = (1 - label_smoothing) * onehot + label_smoothing / classes
+        classes, eps = logits.shape[-1], label_smoothing
+        counted = np.flatnonzero(np.ones(t.shape, bool) if ignore_index is None else t != ignore_index)
         rows = logits.reshape(-1, classes)
         # log_softmax written out, so that a row of all -inf is NaN at every order, as in PyTorch
         # (the log_softmax op keeps such a row at -inf with a zero gradient, for masked attention)
         shifted = rows - rows.max(axis=-1, keepdims=True)
         log_p = shifted - shifted.exp().sum(axis=-1, keepdims=True).log()
-        per_row = -(log_p * Tensor(p.astype(logits.dtype))).sum(axis=-1)
-        total = (per_row * Tensor(counted.astype(logits.dtype))).sum()
-        if not counted.any():   # NaN (0 / 0) with a zero gradient at every order, as forward and backward
+        per_row = -log_p[counted, t[counted]]
+        if eps:
+            per_row = per_row * (1 - eps) - log_p[counted].sum(axis=-1) * (eps / classes)
+        total = per_row.sum()
+        if not counted.size:    # NaN (0 / 0) with a zero gradient at every order, as forward and backward
             return where(np.array(True), Tensor(np.asarray(np.nan, logits.dtype)), total)
-        return total / Tensor(np.asarray(counted.sum(), logits.dtype))
+        return total / float(counted.size)
 
 
 def _nan_where_all_masked(rows, logp, loss, infinite):
