@@ -126,7 +126,7 @@ class ScalarBasePow(Function):
         if a.dtype.kind == "f":
             base = base.astype(a.dtype)
         broadcast_shape("pow", base.shape, a.shape)
-        self.out = base ** a
+        self.out = np.asarray(base ** a)     # an array for 0-d input too (see elementwise.Exp)
         with np.errstate(divide="ignore", invalid="ignore"):     # log(0) = -inf, log(-2) = nan: kept
             self.log_base = np.log(base) if self.out.dtype.kind == "f" else None
         self.zero_base_ok = (base == 0) & (a >= 0)

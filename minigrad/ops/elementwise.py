@@ -21,7 +21,8 @@ class _Elementwise(Function):
 
 class Exp(_Elementwise):
     def forward(self, a):
-        self.out = np.exp(a)
+        self.out = np.asarray(np.exp(a))     # an array for 0-d input too: beyond first order
+        # the output is found by identity, and a NaN scalar is equal to nothing
         return self.out
 
     def backward(self, grad):
@@ -39,7 +40,7 @@ class Log(_Elementwise):
 
 class Sqrt(_Elementwise):
     def forward(self, a):
-        self.out = np.sqrt(a)
+        self.out = np.asarray(np.sqrt(a))     # an array for 0-d input too (see Exp)
         return self.out
 
     def backward(self, grad):
@@ -48,7 +49,7 @@ class Sqrt(_Elementwise):
 
 class Tanh(_Elementwise):
     def forward(self, a):
-        self.out = np.tanh(a)
+        self.out = np.asarray(np.tanh(a))     # an array for 0-d input too (see Exp)
         return self.out
 
     def backward(self, grad):
@@ -68,7 +69,7 @@ class Sigmoid(_Elementwise):
 
 
 class Abs(_Elementwise):
-    """|x|; the gradient at 0 is 0 (sign(0), as in PyTorch)."""
+    """|x|; the gradient at 0 and at NaN is 0 (PyTorch's sgn: sgn(0) = sgn(NaN) = 0)."""
 
     def forward(self, a):
         self.a = a
@@ -100,7 +101,8 @@ class Clamp(_Elementwise):
         return out
 
     def backward(self, grad):
-        return grad * self.keep
+        # a selection, not a product: a NaN output gradient where x was clamped gives 0 (PyTorch)
+        return xp.where(self.keep, grad, grad.dtype.type(0))
 
 
 def _bound(value, dtype, which):
