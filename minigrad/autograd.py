@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, NamedTuple, Optional, Tuple
 
 import numpy as np
 
-from . import anomaly, forward_ad, grad_mode, hooks, inplace
+from . import forward_ad, grad_mode, hooks, inplace, observers
 from .function import Function, unbroadcast, with_saved_tensors
 
 if TYPE_CHECKING:
@@ -56,7 +56,14 @@ def autograd_steps(root, grad=None, retain_graph=False, create_graph=False):
 
 
 def backward(root, grad=None, retain_graph=False, create_graph=False):
-    """Exhaust ``autograd_steps`` (this is ``Tensor.backward``)."""
+    """Exhaust ``autograd_steps`` (this is ``Tensor.backward``); under ``profile()`` the engine's
+    own time (summing and un-broadcasting gradients) gets a row."""
+    if observers.watching.observers:
+        return observers.call("autograd engine", "backward", _exhaust, root, grad, retain_graph, create_graph)
+    _exhaust(root, grad, retain_graph, create_graph)
+
+
+def _exhaust(root, grad, retain_graph, create_graph):
     for _ in _steps((root,), (grad,), retain_graph, create_graph):
         pass
 
@@ -133,7 +140,7 @@ def _recording(create_graph, steps):
 
 
 def _run(order, pending, retain_graph, tensor_mode, captured=None, ends=(), hooks_at_ends=True):
-    checking = anomaly.is_enabled()
+    watchers = observers.watching.observers     # () unless profiling or detect_anomaly
     for tensor in order:
         g = pending.pop(id(tensor), None)
         if g is None:
@@ -150,7 +157,12 @@ def _run(order, pending, retain_graph, tensor_mode, captured=None, ends=(), hook
             continue
         if inplace.clock != fn.recorded_at:     # something was changed in place after this op ran
             _check_saved_arrays_unchanged(fn, tensor)
-        input_grads = _differentiable_backward(fn, tensor, g) if tensor_mode else fn.backward(g)
+        if tensor_mode:
+            input_grads = _differentiable_backward(fn, tensor, g, watchers)
+        elif not watchers:
+            input_grads = fn.backward(g)
+        else:
+            input_grads = observers.call(fn, "backward", fn.backward, g)
         if not isinstance(input_grads, tuple):
             input_grads = (input_grads,)
         aligned = []
@@ -165,8 +177,8 @@ def _run(order, pending, retain_graph, tensor_mode, captured=None, ends=(), hook
             previous = pending.get(key)
             pending[key] = ig if previous is None else previous + ig
         aligned = tuple(aligned)
-        if checking:
-            anomaly.check_step(fn, _array(g), tuple(None if ig is None else _array(ig) for ig in aligned))
+        for watcher in watchers:
+            watcher.stepped(fn, g, aligned)
         yield BackwardStep(tensor, fn, g, aligned)
         if not retain_graph:
             fn.release()
@@ -182,10 +194,11 @@ def _accumulate(tensor, g, tensor_mode):
         tensor.grad = g_own if tensor.grad is None else tensor.grad + g_own
 
 
-def _differentiable_backward(fn, output, g):
+def _differentiable_backward(fn, output, g, watchers):
     """``fn``'s input gradients as Tensors built from recorded ops (see function.py)."""
     if fn.differentiable_backward:
-        return with_saved_tensors(fn, fn.inputs, output).backward(g)
+        rule = with_saved_tensors(fn, fn.inputs, output).backward
+        return observers.call(fn, "backward", rule, g) if watchers else rule(g)
     if fn.composition is not None:
         return _backward_through_composition(fn, g)
     raise RuntimeError(f"{fn.name} has no double-backward / tangent rule yet: backward(create_graph=True) "
@@ -208,10 +221,6 @@ def _backward_through_composition(fn, g):
         for _ in _run(order, {id(twin): g}, True, True, captured, ends, hooks_at_ends=False):
             pass
     return tuple(captured.get(id(inp)) if need else None for inp, need in zip(fn.inputs, fn.needs_input_grad))
-
-
-def _array(x):
-    return x.data if hasattr(x, "grad_fn") else x
 
 
 def _initial_grad(root, grad, tensor_mode=False):

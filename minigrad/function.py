@@ -37,13 +37,10 @@ An op with neither raises a clear error under ``create_graph=True`` or inside a
 """
 import numpy as np
 
-from . import anomaly, forward_ad, inplace, profiler
+from . import forward_ad, inplace, observers
 from .forward_ad import state as forward_state    # this thread's forward-AD levels: forward_state.active
 from .grad_mode import state as grad_state    # this thread's grad mode: grad_state.enabled
-
-# Names of the modules currently running (innermost last), recorded on each op
-# while ``nn.record_scopes(model)`` is active so graph drawings can group ops by module.
-scope_stack = []
+from .observers import watching     # this thread's observers (profiler, anomaly, scopes): watching.observers
 
 
 class Function:
@@ -70,10 +67,11 @@ class Function:
         tensors = tuple([x if isinstance(x, _tensor.Tensor) else _tensor.Tensor(x) for x in inputs])
         fn = cls()
         fn.needs_input_grad = needs = tuple([t.requires_grad for t in tensors])
-        if profiler.active is None:     # one attribute read when not profiling
+        watchers = watching.observers       # () unless profiling, detect_anomaly or record_scopes
+        if not watchers:
             out = fn.forward(*[t.data for t in tensors], **options)
         else:
-            out = profiler.active.forward(fn, [t.data for t in tensors], options)
+            out = observers.call(fn, "forward", fn.forward, *[t.data for t in tensors], **options)
         if type(out) is not np.ndarray:
             out = np.asarray(out)       # a numpy scalar (e.g. a full sum) becomes a 0-d array
         # an integer or bool result cuts the graph (PyTorch: it cannot require grad)
@@ -83,10 +81,8 @@ class Function:
             fn.inputs = tensors
             fn.options = options     # for composition (double backward of a fused op)
             fn.recorded_at = inplace.clock
-            if scope_stack:
-                fn.scope = scope_stack[-1]
-            if anomaly._enabled:     # one attribute read when off: no stack is looked at
-                fn.created_at = anomaly.user_site()
+            for watcher in watchers:
+                watcher.recorded(fn)
             result = _tensor.Tensor._from_op(out, fn)
         if cls.returns_view:
             inplace.share_version(tensors[0], result)

@@ -8,7 +8,8 @@ import minigrad
 from minigrad import Tensor, gradcheck, kernels
 from minigrad.function import Function
 from minigrad.kernels.jit import jit
-from minigrad.kernels.registry import accelerated, kernel_for, unregister
+from minigrad.accelerated import accelerated
+from minigrad.kernels.registry import kernel_for, unregister
 
 
 # ---------------------------------------------------------------- 1. the math, in numpy (the op file)

@@ -30,7 +30,7 @@ import math
 import numpy as np
 
 from ..function import Function
-from ..kernels.registry import accelerated
+from ..accelerated import accelerated
 from .softmax import softmax
 
 
@@ -165,4 +165,3 @@ class CrossAttentionCore(_AttentionCore):
         return attention_composition(q, kv[..., :width], kv[..., width:], num_heads, allowed, weights_out)
 
 
-from ..kernels import attention_kernels  # noqa: E402,F401  (registers the kernels of the functions above)

@@ -8,7 +8,7 @@ same product as the backward (v J): ``_Elementwise.jvp`` is the backward."""
 import numpy as np
 
 from ..function import Function
-from ..kernels.registry import accelerated
+from ..accelerated import accelerated
 from . import xp
 
 
@@ -177,4 +177,3 @@ class Cast(Function):
         return tangent.astype(self.dtype)
 
 
-from ..kernels import relu_kernels  # noqa: E402,F401  (registers kernels for relu and its backward)

@@ -1,21 +1,25 @@
 """Matrix product, 2-D and batched with broadcast batch dimensions.
 
-The arithmetic is ``matmul_arrays``, numpy's ``np.matmul`` (BLAS);
-``kernels/matmul_kernels.py`` registers a version that picks, by shape, a Numba
-kernel for batches of small matrices or one BLAS call over folded rows.
+The arithmetic is ``matmul_arrays``: ``a @ b`` (BLAS), with a batch times one shared matrix
+folded into the rows (one BLAS call, ``parallel.over_rows``). ``kernels/matmul_kernels.py``
+registers a Numba kernel for batches of small matrices (op-by-op attention), where one BLAS
+call per matrix is slow.
 """
-import numpy as np
+import operator
 
+from ..accelerated import accelerated
 from ..function import Function
-from ..kernels.registry import accelerated
+from ..parallel import over_rows, summed_over_rows
 from . import xp
 from .checks import broadcast_shape
 
 
 @accelerated
 def matmul_arrays(a, b):
-    """a @ b for arrays with ndim >= 2 (batch dimensions broadcast): ``np.matmul``, and
-    for Tensors the MatMul op (``xp.call`` runs this line on Tensors beyond first order)."""
+    """a @ b for ndim >= 2 (batch dimensions broadcast); a batch times one matrix (x @ W) as one
+    product of the folded rows. The same lines run on Tensors (``xp.call``, beyond first order)."""
+    if b.ndim == 2 and a.ndim > 2:
+        return over_rows(operator.matmul, a, b)
     return a @ b
 
 
@@ -51,9 +55,8 @@ class MatMul(Function):
 
 
 def shared_weight_grad(x, grad):
-    """Gradient of W in x @ W for x (..., in), W (in, out): fold the batch into the
-    rows so one BLAS call does the sum over every row."""
-    return xp.call(matmul_arrays, x.reshape(-1, x.shape[-1]).T, grad.reshape(-1, grad.shape[-1]))
+    """Gradient of W in x @ W for x (..., in), W (in, out): one product of the folded rows."""
+    return summed_over_rows(lambda left, right: xp.call(matmul_arrays, left, right), x, grad)
 
 
 def matmul(a, b):
@@ -75,4 +78,3 @@ def matmul(a, b):
     return MatMul.apply(a, b)
 
 
-from ..kernels import matmul_kernels  # noqa: E402,F401  (registers a kernel for matmul_arrays)

@@ -9,16 +9,17 @@ against it, and higher-order derivatives go through it.
 import numpy as np
 
 from ..function import Function
-from ..kernels.registry import accelerated
+from ..accelerated import accelerated
 from .checks import unwrap
 from ..parallel import product, product_over_rows
 from .softmax import log_softmax
 
 
-@accelerated
 def column_sums(rows):
-    """rows.sum(axis=0) of a 2-D array: a bias gradient, the output gradient summed over positions."""
-    return rows.sum(axis=0)
+    """rows.sum(axis=0) of a 2-D array (a bias gradient: the output gradient summed over positions),
+    as the product ``ones @ rows``: numpy's sum over the first axis of a (2432, 64..256) float32
+    gradient measured 2-5x slower than this one BLAS call."""
+    return np.ones(rows.shape[0], dtype=rows.dtype) @ rows
 
 
 class Linear(Function):
@@ -180,4 +181,3 @@ class CrossEntropy(Function):
         return (per_row * Tensor(counted.astype(logits.dtype))).sum() / Tensor(np.asarray(counted.sum(), logits.dtype))
 
 
-from ..kernels import column_sums as _, layer_norm_kernels  # noqa: E402,F401  (register kernels for the functions above)

@@ -10,7 +10,7 @@ registers faster versions of the ones marked ``@accelerated``.
 import numpy as np
 
 from ..function import Function
-from ..kernels.registry import accelerated
+from ..accelerated import accelerated
 from . import xp
 from .checks import normalize_axis
 
@@ -111,4 +111,3 @@ class LogSoftmax(_LastAxisOp):
     rows_jvp = staticmethod(log_softmax_jvp)
 
 
-from ..kernels import softmax_kernels  # noqa: E402,F401  (registers kernels for the functions above)
