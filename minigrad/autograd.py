@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, NamedTuple, Optional, Tuple
 import numpy as np
 
 from . import forward_ad, grad_mode, hooks, inplace, observers
-from .function import Function, unbroadcast, with_saved_tensors
+from .function import Function, read_tensors, unbroadcast
 
 if TYPE_CHECKING:
     from .tensor import Tensor
@@ -93,7 +93,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                                "(create it with requires_grad=True)")
     captured = {id(x): None for x in inputs}
     retain = create_graph if retain_graph is None else retain_graph
-    for _ in _steps(outputs, grad_outputs, retain, create_graph, captured):
+    for _ in _steps(outputs, grad_outputs, retain, create_graph, captured, inputs):
         pass
     results = []
     for i, x in enumerate(inputs):
@@ -112,10 +112,11 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     return tuple(results)
 
 
-def _steps(roots, grads, retain_graph, create_graph, captured=None):
-    """The backward pass from ``roots``. ``captured`` (``{id(tensor): None}``) is
-    ``grad()``'s: the gradients of those tensors are stored there instead of in
-    any ``.grad``, and only ops on a path to them run.
+def _steps(roots, grads, retain_graph, create_graph, captured=None, wanted=()):
+    """The backward pass from ``roots``. ``captured`` (``{id(tensor): None}`` for the
+    tensors ``wanted``) is ``grad()``'s: the gradients of those tensors are stored there
+    instead of in any ``.grad``, and only ops on a path to them run (as in PyTorch, a
+    branch freed by an earlier pass is fine if nothing wanted lies below it).
 
     Inside a forward-AD level the gradients are Tensors too (without a graph
     unless ``create_graph``), so tangents flow through the backward pass."""
@@ -125,7 +126,7 @@ def _steps(roots, grads, retain_graph, create_graph, captured=None):
         g = _initial_grad(root, g, tensor_mode)
         previous = pending.get(id(root))
         pending[id(root)] = g if previous is None else previous + g
-    order, ends = _reverse_topological_order(roots), ()
+    order, ends = _reverse_topological_order(roots, wanted=wanted if captured is not None else None), ()
     if captured is not None:
         order, ends = _on_paths_to(order, captured)
     if tensor_mode:
@@ -160,9 +161,9 @@ def _run(order, pending, retain_graph, tensor_mode, captured=None, ends=(), hook
         if tensor_mode:
             input_grads = _differentiable_backward(fn, tensor, g, watchers)
         elif not watchers:
-            input_grads = fn.backward(g)
+            input_grads = fn.backward(g, **fn.saved)
         else:
-            input_grads = observers.call(fn, "backward", fn.backward, g)
+            input_grads = observers.call(fn, "backward", fn.backward, g, **fn.saved)
         if not isinstance(input_grads, tuple):
             input_grads = (input_grads,)
         aligned = []
@@ -197,8 +198,8 @@ def _accumulate(tensor, g, tensor_mode):
 def _differentiable_backward(fn, output, g, watchers):
     """``fn``'s input gradients as Tensors built from recorded ops (see function.py)."""
     if fn.differentiable_backward:
-        rule = with_saved_tensors(fn, fn.inputs, output).backward
-        return observers.call(fn, "backward", rule, g) if watchers else rule(g)
+        reads = read_tensors(fn, fn.backward_reads, fn.inputs, output)
+        return observers.call(fn, "backward", fn.backward, g, **reads) if watchers else fn.backward(g, **reads)
     if fn.composition is not None:
         return _backward_through_composition(fn, g)
     raise RuntimeError(f"{fn.name} has no double-backward / tangent rule yet: backward(create_graph=True) "
@@ -263,7 +264,7 @@ def _check_saved_arrays_unchanged(fn, output):
     for what, t in named:
         if t._version is None or t._version[0] <= fn.recorded_at:
             continue
-        saved = [v for v in vars(fn).values() if isinstance(v, np.ndarray)]
+        saved = [*fn.saved.values(), *(v for v in vars(fn).values() if isinstance(v, np.ndarray))]
         if any(np.may_share_memory(v, t.data) for v in saved):
             raise RuntimeError(
                 f"backward through {fn.name}: its {what} (shape {t.shape}) was modified in place "
@@ -271,11 +272,13 @@ def _check_saved_arrays_unchanged(fn, output):
                 "use the new values; do the in-place update after backward(), or use x = x - y instead")
 
 
-def _reverse_topological_order(roots, stop=()) -> list:
+def _reverse_topological_order(roots, stop=(), wanted=None) -> list:
     """Every tensor that needs a gradient, outputs before inputs (iterative:
     a chain of 100,000 ops must not hit Python's recursion limit). The walk
-    does not go below tensors whose id is in ``stop``."""
-    order, visited = [], set()
+    does not go below tensors whose id is in ``stop``. An op freed by an earlier
+    backward raises, unless ``wanted`` (``grad()``'s inputs) is given and none of
+    them lies below it."""
+    order, visited, freed = [], set(), []
     stack = [(root, False) for root in reversed(roots)]
     while stack:
         tensor, children_done = stack.pop()
@@ -290,14 +293,37 @@ def _reverse_topological_order(roots, stop=()) -> list:
         if fn is None or (stop and id(tensor) in stop):
             continue
         if fn.released:
-            raise RuntimeError(
-                f"backward through the graph a second time: the buffers of {fn.name} were freed by "
-                "the first backward(); call backward(retain_graph=True) the first time if you need two")
+            freed.append(fn)
+            continue
         for inp in fn.inputs:
             if inp.requires_grad and id(inp) not in visited:
                 stack.append((inp, False))
+    for fn in freed:
+        if wanted is None or _lies_below(fn, wanted):
+            raise RuntimeError(
+                f"backward through the graph a second time: the buffers of {fn.name} were freed by "
+                "the first backward(); call backward(retain_graph=True) the first time if you need two")
     order.reverse()
     return order
+
+
+def _lies_below(fn, wanted):
+    """Whether a tensor of ``wanted`` is an input of ``fn`` or of an op below it (freed ops included)."""
+    leaves, ops = {id(t) for t in wanted}, {id(t.grad_fn) for t in wanted if t.grad_fn is not None}
+    todo, seen = [fn], set()
+    while todo:
+        node = todo.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        below = node.below if node.released else [t if t.grad_fn is None else t.grad_fn
+                                                  for t in node.inputs if t.requires_grad]
+        for item in below:
+            if id(item) in leaves or id(item) in ops:
+                return True
+            if isinstance(item, Function):
+                todo.append(item)
+    return False
 
 
 def _on_paths_to(order, targets):

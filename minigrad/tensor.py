@@ -178,7 +178,7 @@ class Tensor(NumpyInterop, InPlaceOps):
 
     def __rpow__(self, base):
         """``2 ** x``: a constant base raised to this tensor."""
-        return ops.ScalarBasePow.apply(self, base=base)
+        return ops.scalar_base_pow(self, base)
 
     def __abs__(self):
         return ops.Abs.apply(self)

@@ -15,7 +15,7 @@ the same op from public ops, taking ``forward``'s arguments as Tensors.
     attention.py   SelfAttentionCore CrossAttentionCore (the fused attention step)
     xp.py          the array functions rules share between numpy arrays and Tensors
 """
-from .arithmetic import Add, Div, Mul, Neg, Pow, ScalarBasePow, Sub
+from .arithmetic import Add, Div, Mul, Neg, Pow, ScalarBasePow, Sub, scalar_base_pow
 from .attention import CrossAttentionCore, SelfAttentionCore
 from .checks import normalize_axis, normalize_axes
 from .elementwise import Abs, Cast, Clamp, Exp, GELU, Log, ReLU, Sigmoid, Sqrt, Tanh

@@ -29,8 +29,8 @@ import math
 
 import numpy as np
 
-from ..function import Function
 from ..accelerated import accelerated
+from ..function import Function
 from .softmax import softmax
 
 

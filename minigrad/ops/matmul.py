@@ -8,7 +8,7 @@ call per matrix is slow.
 import operator
 
 from ..accelerated import accelerated
-from ..function import Function
+from ..function import Function, tangent_sum
 from ..parallel import over_rows, summed_over_rows
 from . import xp
 from .checks import broadcast_shape
@@ -35,11 +35,9 @@ class MatMul(Function):
                              f"of the left ({a.shape[-1]}) must equal the second-to-last of the right "
                              f"({b.shape[-2]})")
         broadcast_shape(f"matmul of {a.shape} and {b.shape} (batch dimensions)", a.shape[:-2], b.shape[:-2])
-        self.a, self.b = a, b
         return matmul_arrays(a, b)
 
-    def backward(self, grad):
-        a, b = self.a, self.b
+    def backward(self, grad, *, a, b):
         need_a, need_b = self.needs_input_grad
         grad_a = xp.call(matmul_arrays, grad, b.swapaxes(-1, -2)) if need_a else None  # dA = g @ B^T
         grad_b = None
@@ -50,8 +48,9 @@ class MatMul(Function):
                 grad_b = xp.call(matmul_arrays, a.swapaxes(-1, -2), grad)  # dB = A^T @ g; the engine sums broadcast batch dims
         return grad_a, grad_b
 
-    def jvp(self, da, db):
-        return xp.call(matmul_arrays, da, self.b) + xp.call(matmul_arrays, self.a, db)
+    def jvp(self, da, db, *, a, b):
+        return tangent_sum(None if da is None else xp.call(matmul_arrays, da, b),
+                           None if db is None else xp.call(matmul_arrays, a, db))
 
 
 def shared_weight_grad(x, grad):

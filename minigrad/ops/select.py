@@ -45,7 +45,8 @@ class Where(Function):
                 xp.where(self.condition, zero, grad) if need_b else None)
 
     def jvp(self, da, db):
-        return xp.where(self.condition, da, db)
+        zero = (da if db is None else db).dtype.type(0)      # a constant side has no tangent: 0 there
+        return xp.where(self.condition, zero if da is None else da, zero if db is None else db)
 
 
 class MaskedFill(Function):
