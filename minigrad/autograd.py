@@ -118,9 +118,11 @@ def _steps(roots, grads, retain_graph, create_graph, captured=None, wanted=()):
     instead of in any ``.grad``, and only ops on a path to them run (as in PyTorch, a
     branch freed by an earlier pass is fine if nothing wanted lies below it).
 
-    Inside a forward-AD level the gradients are Tensors too (without a graph
-    unless ``create_graph``), so tangents flow through the backward pass."""
-    tensor_mode = create_graph or bool(forward_ad.state.active)
+    Inside a forward-AD level ``grad()``'s gradients are Tensors too (without a
+    graph unless ``create_graph``), so tangents flow through the backward pass;
+    a plain ``backward()`` leaves ``.grad`` an array there too (PyTorch's ``.grad``
+    carries no tangent either), so an optimizer step works inside the level."""
+    tensor_mode = create_graph or (captured is not None and bool(forward_ad.state.active))
     pending = {}
     for root, g in zip(roots, grads):
         g = _initial_grad(root, g, tensor_mode)

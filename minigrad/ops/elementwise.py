@@ -64,7 +64,7 @@ class Sigmoid(_Elementwise):
 
 
 class Abs(_Elementwise):
-    """|x|; the gradient at 0 is 0 (sign(0), as in PyTorch)."""
+    """|x|; the gradient at 0 and at NaN is 0 (PyTorch's sgn: sgn(0) = sgn(NaN) = 0)."""
 
     def forward(self, a):
         return np.abs(a)
@@ -95,7 +95,8 @@ class Clamp(_Elementwise):
         return out
 
     def backward(self, grad):
-        return grad * self.keep
+        # a selection, not a product: a NaN output gradient where x was clamped gives 0 (PyTorch)
+        return xp.where(self.keep, grad, grad.dtype.type(0))
 
 
 def _bound(value, dtype, which):

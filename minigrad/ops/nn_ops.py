@@ -12,6 +12,7 @@ from ..accelerated import accelerated
 from ..function import Function
 from .checks import unwrap
 from ..parallel import product, product_over_rows, summed_over_rows
+from .select import where
 from .softmax import log_softmax
 
 
@@ -123,7 +124,8 @@ class CrossEntropy(Function):
     distribution over all C classes. If every target is ignored, the mean over
     zero targets is NaN and the gradient is 0, whatever the output gradient
     (NaN too, as from ``loss ** 2``): as in PyTorch, whose backward writes
-    gradients only into the rows of targets it counted.
+    gradients only into the rows of targets it counted. A row of all -inf logits
+    has a NaN loss and NaN gradient, counted or not (docs/nan-rules.md).
     """
 
     def forward(self, logits, targets, ignore_index=None, label_smoothing=0.0):
@@ -144,6 +146,9 @@ class CrossEntropy(Function):
         loss = -logp[picked, safe_t]
         if label_smoothing:
             loss = (1 - label_smoothing) * loss - label_smoothing * logp.mean(axis=-1)
+        infinite = np.isinf(loss)       # one check per row; the rare rows found are looked at below
+        if infinite.any():
+            logp, loss = _nan_where_all_masked(rows, logp, loss, infinite)
         count = int(valid.sum())
         self.logp, self.safe_t, self.valid, self.count = logp, safe_t, valid, count
         self.smoothing, self.logits_shape = label_smoothing, logits.shape
@@ -164,16 +169,37 @@ class CrossEntropy(Function):
 
     @staticmethod
     def composition(logits, targets, ignore_index=None, label_smoothing=0.0):
-        """The same loss from public ops: with the target distribution p = (1 - eps) onehot + eps / C,
-        the mean over counted rows of -sum(p * log_softmax(logits))."""
+        """The same loss from public ops: the mean over counted rows of -((1 - eps) log p[target]
+        + eps / C sum(log p)), log p = log_softmax(logits). The target's entry is picked, not
+        multiplied by a one-hot, so a masked (-inf) logit elsewhere gives no -inf * 0."""
         from ..tensor import Tensor
         t = np.asarray(unwrap(targets)).reshape(-1)
-        classes = logits.shape[-1]
-        counted = np.ones(t.shape, bool) if ignore_index is None else t != ignore_index
-        onehot = np.arange(classes) == np.where(counted, t, 0)[:, None]
-        p = (1 - label_smoothing) * onehot + label_smoothing / classes
-        logp = logits.reshape(-1, classes).log_softmax(-1).masked_fill(p == 0, 0.0)   # a masked logit: not -inf * 0
-        per_row = -(logp * Tensor(p.astype(logits.dtype))).sum(axis=-1)
-        return (per_row * Tensor(counted.astype(logits.dtype))).sum() / Tensor(np.asarray(counted.sum(), logits.dtype))
+        classes, eps = logits.shape[-1], label_smoothing
+        counted = np.flatnonzero(np.ones(t.shape, bool) if ignore_index is None else t != ignore_index)
+        rows = logits.reshape(-1, classes)
+        # log_softmax written out, so that a row of all -inf is NaN at every order, as in PyTorch
+        # (the log_softmax op keeps such a row at -inf with a zero gradient, for masked attention)
+        shifted = rows - rows.max(axis=-1, keepdims=True)
+        log_p = shifted - shifted.exp().sum(axis=-1, keepdims=True).log()
+        per_row = -log_p[counted, t[counted]]
+        if eps:
+            per_row = per_row * (1 - eps) - log_p[counted].sum(axis=-1) * (eps / classes)
+        total = per_row.sum()
+        if not counted.size:    # NaN (0 / 0) with a zero gradient at every order, as forward and backward
+            return where(np.array(True), Tensor(np.asarray(np.nan, logits.dtype)), total)
+        return total / float(counted.size)
+
+
+def _nan_where_all_masked(rows, logp, loss, infinite):
+    """log_softmax and loss NaN in rows whose logits are all -inf (PyTorch: a 0 / 0 softmax), so
+    that row's loss and its whole gradient are NaN, ignored or not (log_softmax alone keeps such
+    a row at -inf, for masked attention). Rows only among ``infinite``, where the loss is inf."""
+    candidates = np.flatnonzero(infinite)
+    masked = candidates[np.isneginf(rows[candidates]).all(axis=-1)]
+    if masked.size:
+        logp, loss = logp.copy(), loss.copy()
+        logp[masked] = np.nan
+        loss[masked] = np.nan
+    return logp, loss
 
 

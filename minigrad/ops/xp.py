@@ -77,11 +77,13 @@ def zeros_like(x):
 
 
 def sign(x):
-    """The sign as a constant (its derivative is 0 wherever it exists)."""
+    """The sign as a constant (its derivative is 0 wherever it exists); 0 at NaN, as
+    PyTorch's sign (numpy's is NaN there)."""
     if _is_tensor(x):
         from ..tensor import Tensor
-        return Tensor._from_op(np.sign(x.data), None)
-    return np.sign(x)
+        return Tensor._from_op(sign(x.data), None)
+    s = np.sign(x)
+    return np.where(s == s, s, s.dtype.type(0)) if s.dtype.kind == "f" else s
 
 
 def expand_dims(x, axes):
