@@ -11,7 +11,7 @@ is therefore computed by the same call on the same numbers whether the pieces ru
 after the other on the calling thread or side by side on two (numpy releases the GIL
 inside BLAS): ``piece_workers(n)`` changes the speed, never a bit.
 
-Training chooses the worker count by timing its steps (``minigrad/threads.py``); outside
+Training chooses the worker count by timing its steps (``transformer/threads.py``); outside
 ``piece_workers`` the pieces run one after the other.
 """
 import contextlib
