@@ -3,7 +3,7 @@
 All three encode the source once and then add one token at a time with the
 decoder's key/value caches (``Transformer.decode_step``), stop a sequence at
 ``<eos>`` and run under ``no_grad`` in eval mode, with BLAS on one thread unless
-``MINIGRAD_BLAS_THREADS`` says otherwise (``minigrad.threads.decoding_threads``:
+``MINIGRAD_BLAS_THREADS`` says otherwise (``transformer.threads.decoding_threads``:
 one new token per sequence makes products too small to gain much from a second
 thread, and on a busy machine that thread stalls). They return token ids (B, max_len) padded with ``<pad>`` after
 ``<eos>``; ``dates.decode_batch`` turns them into strings.
@@ -14,7 +14,7 @@ import numpy as np
 
 from minigrad import Tensor, no_grad
 from minigrad import functional as F
-from minigrad.threads import decoding_threads
+from .threads import decoding_threads
 
 from .dates import EOS, PAD, SOS, TGT_LEN
 

@@ -44,6 +44,10 @@ def exp(x):
     return x.exp() if _is_tensor(x) else np.exp(x)
 
 
+def log(x):
+    return x.log() if _is_tensor(x) else np.log(x)
+
+
 def constant(x):
     """The values of ``x`` as an array: for masks and the like, which carry no derivative."""
     return x.data if _is_tensor(x) else x
@@ -55,6 +59,14 @@ def moveaxis(x, source, destination):
         order.insert(destination % x.ndim, source % x.ndim)
         return x.transpose(tuple(order))
     return np.moveaxis(x, source, destination)
+
+
+def zeros(shape, like):
+    """Zeros of ``shape`` in ``like``'s dtype: a constant Tensor if ``like`` is a Tensor, else an array."""
+    if _is_tensor(like):
+        from ..tensor import Tensor
+        return Tensor._from_op(np.zeros(shape, like.dtype), None)
+    return np.zeros(shape, like.dtype)
 
 
 def zeros_like(x):
