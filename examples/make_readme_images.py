@@ -61,7 +61,7 @@ def commands(seed: int) -> list:
 def ladder_command(seed: int) -> str:
     """The attention ladder (its own models, no date model), as the README's section on it quotes it."""
     return (f"attention-ladder --seed {seed} --plot {IMAGES}/attention_ladder.png "
-            f"--json {run_folder(seed)}/ladder.json")
+            f"--json {run_folder(seed)}/ladder.json --force")
 
 
 def explorer_page(seed: int) -> str:

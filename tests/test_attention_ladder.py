@@ -133,6 +133,13 @@ def test_command_prints_the_table_and_writes_json(tmp_path, capsys):
     assert exit_info.value.code == 2
     assert main(["--steps", "1", "--json", str(tmp_path)]) == 2
     assert "is a folder" in capsys.readouterr().err
+    assert main(["--steps", "1", "--json", str(out)]) == 2          # written before: needs --force
+    assert "--force" in capsys.readouterr().err
+    notes = tmp_path / "notes.json"
+    notes.write_text('{"mine": 1}')
+    assert main(["--steps", "1", "--json", str(notes), "--force"]) == 2    # not a ladder table: never replaced
+    assert notes.read_text() == '{"mine": 1}'
+    assert main(["--steps", "1", "--json", str(out), "--plot", str(picture), "--force"]) == 0
 
 
 @pytest.mark.slow

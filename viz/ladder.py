@@ -4,18 +4,12 @@ on one swap sentence (the first equals its transpose, the second does not).
 
     attention-ladder --plot docs/images/attention_ladder.png
 """
-import os
-
 import numpy as np
 from matplotlib.figure import Figure
 
-from transformer.output_folder import make_output_folder
 
-DPI = 100
-
-
-def plot_ladder(result, out_png, kind: str = "swap", dpi: int = DPI) -> Figure:
-    """Draw ``result`` (a ``transformer.ladder.LadderResult``) into ``out_png``; returns the figure."""
+def plot_ladder(result, kind: str = "swap") -> Figure:
+    """The figure of ``result`` (a ``transformer.ladder.LadderResult``); ``.savefig`` writes it."""
     fig = Figure(figsize=(15, 4.6), layout="constrained")
     table_ax, *score_axes = fig.subplots(1, 3, width_ratios=[1.15, 1, 1])
     kinds = list(result.kinds)
@@ -37,6 +31,4 @@ def plot_ladder(result, out_png, kind: str = "swap", dpi: int = DPI) -> Figure:
         ax.set_yticks(range(len(words)), words, fontsize=8)
         ax.set_title(f"{name}: scores, max |S - Sᵀ| = {np.abs(scores - scores.T).max():.2g}\n"
                      f"(row: the word pulled, column: the word pulling)", fontsize=10)
-    make_output_folder(os.path.dirname(os.fspath(out_png)), "--plot")
-    fig.savefig(out_png, dpi=dpi)
     return fig

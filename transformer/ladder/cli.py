@@ -7,15 +7,16 @@ asymmetric rung on one sentence.
     attention-ladder --plot ladder.png # and draw it (the README's picture)
 """
 import json
-import os
 import sys
-import tempfile
 
 import numpy as np
 
-from ..console import EXIT_USAGE, Parser, console_script
-from ..output_folder import make_output_folder
+from ..console import EXIT_USAGE, Parser, console_script, path_argument
+from ..output_file import PNG, OutputKind, add_force_option, atomic_output, check_output, write_output
 from .experiment import LadderConfig, LadderResult, run_ladder
+
+# what --json writes, recognised by its first bytes (so --force replaces only a ladder table)
+LADDER_JSON = OutputKind("attention-ladder JSON", lambda head, path: head.lstrip().startswith(b'{\n  "kinds"'))
 
 SYMMETRY_KIND = "swap"          # the kind whose score matrices are printed
 
@@ -65,20 +66,24 @@ def matrix_text(matrix: np.ndarray, words) -> str:
     return "\n".join(rows)
 
 
-def write_json(result: LadderResult, path: str):
-    """Write atomically: a crash never leaves half a file under ``path``."""
-    folder = os.path.dirname(os.path.abspath(path))
-    make_output_folder(folder, "--json")
-    if os.path.isdir(path):
-        raise ValueError(f"--json {path} is a folder; give a file name such as {os.path.join(path, 'ladder.json')}")
-    handle, temporary = tempfile.mkstemp(dir=folder, prefix=".ladder-", suffix=".json.tmp")
-    try:
-        with os.fdopen(handle, "w") as out:
-            json.dump(result.to_json(), out, indent=2)
-        os.replace(temporary, path)
-    except BaseException:
-        os.unlink(temporary)
-        raise
+def check_paths(args):
+    """Before training: each output is free, or (``--force``) a file of its own kind."""
+    if args.json:
+        check_output(args.json, args.force, LADDER_JSON, "--json")
+    if args.plot:
+        check_output(args.plot, args.force, PNG, "--plot")
+
+
+def write_outputs(result: LadderResult, args):
+    """Each output whole or not at all (``transformer.output_file``)."""
+    if args.json:
+        write_output(args.json, json.dumps(result.to_json(), indent=2) + "\n", args.force, LADDER_JSON, "--json")
+        print(f"\nwrote {args.json}")
+    if args.plot:
+        from viz.ladder import plot_ladder
+        with atomic_output(args.plot) as tmp:
+            plot_ladder(result).savefig(tmp, format="png", dpi=100)
+        print(f"wrote {args.plot}")
 
 
 def parse_args(argv):
@@ -88,8 +93,11 @@ def parse_args(argv):
     parser.add_argument("--seed", type=int, default=defaults.seed, help="seed of the split, batches and weights")
     parser.add_argument("--jobs", type=int, default=defaults.jobs, choices=(1, 2),
                         help="rungs trained at once, one core each (the numbers do not depend on it)")
-    parser.add_argument("--json", metavar="PATH", help="also write the table, ideas and wrong sentences as JSON")
-    parser.add_argument("--plot", metavar="PNG", help="also draw the table and the two score matrices into PNG")
+    parser.add_argument("--json", metavar="PATH", type=path_argument,
+                        help="also write the table, ideas and wrong sentences as JSON")
+    parser.add_argument("--plot", metavar="PNG", type=path_argument,
+                        help="also draw the table and the two score matrices into PNG")
+    add_force_option(parser)
     args = parser.parse_args(argv)
     if args.steps < 1:
         parser.error(f"--steps must be at least 1, got {args.steps}")
@@ -99,6 +107,11 @@ def parse_args(argv):
 @console_script
 def main(argv=None) -> int:
     args = parse_args(argv)
+    try:
+        check_paths(args)                 # refused now, not after two minutes of training
+    except (OSError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_USAGE
     config = LadderConfig(seed=args.seed, steps=args.steps, jobs=args.jobs)
     print(f"training 7 rungs, {config.steps} steps each, {config.jobs} at a time ...", flush=True)
     result = run_ladder(config)
@@ -109,13 +122,7 @@ def main(argv=None) -> int:
     print()
     print(format_scores(result))
     try:
-        if args.json:
-            write_json(result, args.json)
-            print(f"\nwrote {args.json}")
-        if args.plot:
-            from viz.ladder import plot_ladder
-            plot_ladder(result, args.plot)
-            print(f"wrote {args.plot}")
+        write_outputs(result, args)
     except (OSError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_USAGE
