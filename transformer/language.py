@@ -36,7 +36,7 @@ Vocabulary
     1  <bos>   start of a sequence
     2  <eos>   end of a sentence
 
-then the words of all kinds, sorted (``len(VOCAB)`` is about 170). ``encode(words)`` and
+then the words of all kinds, sorted (``len(VOCAB)`` is 136). ``encode(words)`` and
 ``decode(ids)`` map between words and ids; ``split_words("ann went to")`` checks a typed
 prompt and names the first unknown word.
 
@@ -50,6 +50,7 @@ and for the pair-based kinds no held-out pair, ever appears in training.
 
     lang = Language(seed=0)
     examples = lang.sample("train", 64, rng)          # Example objects, kinds mixed evenly
+    examples = lang.sample("train", 64, rng, mix=("topic", "recall", "recall"))   # or in a chosen mix
     held_out = lang.evaluation_set(per_kind=200)     # a fixed held-out set, same for a seed
 
 An ``Example`` has ``words`` (the whole sentence, no specials), ``kind``, ``answer_index``
