@@ -1,4 +1,4 @@
-"""``attention-ladder``: train each rung, print the table of held-out accuracy per sentence kind,
+"""attention-ladder: train each rung, print the table of held-out accuracy per sentence kind,
 one sentence each rung gets wrong and why, and the score matrices of the symmetric and the
 asymmetric rung on one sentence.
 
