@@ -21,13 +21,13 @@ from transformer.training import TrainConfig, Trainer, load_model
 
 from test_decoder_only_commands import one_line_error, run
 
-TINY_ARGS = ["--d-model", "16", "--heads", "2", "--layers", "1", "--d-ff", "32", "--batch-size", "10",
+TINY_ARGS = ["--d-model", "16", "--heads", "2", "--layers", "1", "--d-ff", "32", "--batch-size", "20",
              "--no-progress"]
 
 
 def tiny_trainer(folder, steps=3):
     return NextWordTrainer(default_model_config(d_model=16, num_heads=2, num_layers=1, d_ff=32),
-                           default_train_config(steps=steps, batch_size=10, checkpoint_every=0), out_dir=str(folder))
+                           default_train_config(steps=steps, batch_size=20, checkpoint_every=0), out_dir=str(folder))
 
 
 @pytest.fixture(scope="module")
