@@ -150,3 +150,25 @@ def test_each_pull_rung_wins_on_the_swap_kind():
     dot, shared, separate = (r.accuracy["swap"] for r in result.rungs)
     assert shared >= dot + 0.30, format_table(result)
     assert separate >= shared + 0.30, format_table(result)
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_every_rung_at_once():
+    """Ctrl-C reaches the whole process group; the workers leave it to the parent, which stops them."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    command = [sys.executable, "-c", "import sys; from dates_commands import attention_ladder; "
+               "sys.exit(attention_ladder(['--steps', '100000']))"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    time.sleep(8)                                    # the two workers are training by now
+    os.killpg(process.pid, signal.SIGINT)
+    start = time.perf_counter()
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130 and err.strip() == "interrupted", err
+    assert time.perf_counter() - start < 10
+    with pytest.raises(ProcessLookupError):          # nothing of the group is left running
+        os.killpg(process.pid, 0)

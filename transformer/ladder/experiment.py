@@ -9,8 +9,9 @@ thread, so a rung's numbers do not depend on the machine's load or on ``jobs``; 
 """
 from __future__ import annotations
 
+import multiprocessing
+import signal
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -175,6 +176,10 @@ def run_rung(index: int, config: LadderConfig) -> RungResult:
         return result
 
 
+def _leave_interrupts_to_the_parent():
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def run_ladder(config: LadderConfig = None, rungs=None) -> LadderResult:
     """Every rung (or the indices ``rungs``), ``config.jobs`` at a time."""
     config = config or LadderConfig()
@@ -183,8 +188,9 @@ def run_ladder(config: LadderConfig = None, rungs=None) -> LadderResult:
     if config.jobs > 1 and len(indices) > 1:
         # the longest rung (the full block) first, so that the other core works through the rest
         order = sorted(indices, key=lambda i: -i)
-        with ProcessPoolExecutor(max_workers=config.jobs) as pool:
-            done = dict(zip(order, pool.map(run_rung, order, [config] * len(order))))
+        # leaving the block terminates the workers: Ctrl-C stops the whole ladder at once
+        with multiprocessing.Pool(config.jobs, initializer=_leave_interrupts_to_the_parent) as pool:
+            done = dict(zip(order, pool.starmap(run_rung, [(i, config) for i in order], chunksize=1)))
         results = [done[i] for i in indices]
     else:
         results = [run_rung(i, config) for i in indices]
