@@ -20,7 +20,7 @@ PyTorch reference (the same model in ``torch.nn``: ``compare_with_pytorch.py --s
 
 Figures are medians over many repetitions; the first steps (compilation,
 warm-up) are left out of the medians. BLAS threads follow minigrad's policy
-(``minigrad/threads.py``) unless ``MINIGRAD_BLAS_THREADS`` forces a count.
+(``transformer/threads.py``) unless ``MINIGRAD_BLAS_THREADS`` forces a count.
 """
 import argparse
 import os
@@ -51,7 +51,7 @@ def use_fused_attention(model, fused: bool):
 
 def time_training_steps(backend: str, steps: int, warmup: int = 3, fused: bool = True) -> dict:
     from minigrad import kernels
-    from minigrad.threads import TrainingThreads
+    from transformer.threads import TrainingThreads
     from transformer.training import TrainConfig, Trainer
 
     with kernels.use_backend(backend):

@@ -58,7 +58,7 @@ except ImportError:
 import minigrad  # noqa: E402
 from minigrad import Tensor, optim  # noqa: E402
 from minigrad import functional as F  # noqa: E402
-from minigrad.threads import TrainingThreads  # noqa: E402
+from transformer.threads import TrainingThreads  # noqa: E402
 from transformer.attention import causal_mask, padding_mask  # noqa: E402
 from transformer.config import ModelConfig  # noqa: E402
 from transformer.dates import EOS, PAD, SOS, SRC_LEN, DateDataset, decode_batch, encode_batch  # noqa: E402
@@ -307,7 +307,7 @@ class Side:
 
 def minigrad_side(model, config, data):
     adam = optim.Adam(model.parameters(), lr=config.lr, betas=config.betas, eps=config.eps)
-    blas_threads = TrainingThreads()          # dates-train's BLAS thread policy (minigrad/threads.py)
+    blas_threads = TrainingThreads()          # dates-train's BLAS thread policy (transformer/threads.py)
 
     def step(src, tgt):
         model.train()

@@ -20,7 +20,7 @@ if REPO not in sys.path:
 
 import minigrad  # noqa: E402
 from minigrad import kernels  # noqa: E402
-from minigrad.threads import TrainingThreads  # noqa: E402
+from transformer.threads import TrainingThreads  # noqa: E402
 from transformer.model import ModelConfig  # noqa: E402
 from transformer.training import TrainConfig, Trainer  # noqa: E402
 

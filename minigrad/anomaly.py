@@ -9,7 +9,7 @@ where the user's code created it (file:line of the first stack frame outside
 the minigrad package); in backward, the first op whose incoming gradient or
 any input gradient holds NaN or inf raises, naming the op, that line and the
 input. Off by default, and then it costs nothing: no stack is looked at and
-no gradient is scanned.
+no gradient is scanned. As grad mode, it belongs to the thread.
 """
 import contextlib
 import linecache
@@ -18,7 +18,8 @@ import sys
 
 import numpy as np
 
-_enabled = False
+from .observers import Observer, watching
+
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
@@ -26,19 +27,36 @@ class AnomalyError(RuntimeError):
     """A backward pass under ``detect_anomaly()`` produced NaN or inf."""
 
 
+class _AnomalyMode(Observer):
+    """Watches the engine (``observers.py``): where each op is made, what each backward gives."""
+
+    def recorded(self, fn):
+        fn.created_at = user_site()
+
+    def stepped(self, fn, grad, input_grads):
+        check_step(fn, _array(grad), tuple(None if g is None else _array(g) for g in input_grads))
+
+
+_MODE = _AnomalyMode()
+
+
 def is_enabled() -> bool:
-    return _enabled
+    return _MODE in watching.observers
 
 
 @contextlib.contextmanager
 def detect_anomaly(enabled: bool = True):
-    """Context manager: record where each op was created and check every gradient."""
-    global _enabled
-    previous, _enabled = _enabled, bool(enabled)
+    """Context manager: record where each op was created and check every gradient (this thread)."""
+    previous = watching.observers
+    watching.observers = tuple(o for o in previous if o is not _MODE) + ((_MODE,) if enabled else ())
     try:
         yield
     finally:
-        _enabled = previous
+        watching.observers = previous
+
+
+def _array(x):
+    return x.data if hasattr(x, "grad_fn") else x
 
 
 def user_site() -> str:

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, NamedTuple, Optional, Tuple
 
 import numpy as np
 
-from . import anomaly, forward_ad, grad_mode, hooks, inplace
-from .function import Function, unbroadcast, with_saved_tensors
+from . import forward_ad, grad_mode, hooks, inplace, observers
+from .function import Function, read_tensors, unbroadcast
 
 if TYPE_CHECKING:
     from .tensor import Tensor
@@ -56,7 +56,14 @@ def autograd_steps(root, grad=None, retain_graph=False, create_graph=False):
 
 
 def backward(root, grad=None, retain_graph=False, create_graph=False):
-    """Exhaust ``autograd_steps`` (this is ``Tensor.backward``)."""
+    """Exhaust ``autograd_steps`` (this is ``Tensor.backward``); under ``profile()`` the engine's
+    own time (summing and un-broadcasting gradients) gets a row."""
+    if observers.watching.observers:
+        return observers.call("autograd engine", "backward", _exhaust, root, grad, retain_graph, create_graph)
+    _exhaust(root, grad, retain_graph, create_graph)
+
+
+def _exhaust(root, grad, retain_graph, create_graph):
     for _ in _steps((root,), (grad,), retain_graph, create_graph):
         pass
 
@@ -86,7 +93,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                                "(create it with requires_grad=True)")
     captured = {id(x): None for x in inputs}
     retain = create_graph if retain_graph is None else retain_graph
-    for _ in _steps(outputs, grad_outputs, retain, create_graph, captured):
+    for _ in _steps(outputs, grad_outputs, retain, create_graph, captured, inputs):
         pass
     results = []
     for i, x in enumerate(inputs):
@@ -105,20 +112,23 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     return tuple(results)
 
 
-def _steps(roots, grads, retain_graph, create_graph, captured=None):
-    """The backward pass from ``roots``. ``captured`` (``{id(tensor): None}``) is
-    ``grad()``'s: the gradients of those tensors are stored there instead of in
-    any ``.grad``, and only ops on a path to them run.
+def _steps(roots, grads, retain_graph, create_graph, captured=None, wanted=()):
+    """The backward pass from ``roots``. ``captured`` (``{id(tensor): None}`` for the
+    tensors ``wanted``) is ``grad()``'s: the gradients of those tensors are stored there
+    instead of in any ``.grad``, and only ops on a path to them run (as in PyTorch, a
+    branch freed by an earlier pass is fine if nothing wanted lies below it).
 
-    Inside a forward-AD level the gradients are Tensors too (without a graph
-    unless ``create_graph``), so tangents flow through the backward pass."""
-    tensor_mode = create_graph or bool(forward_ad.state.active)
+    Inside a forward-AD level ``grad()``'s gradients are Tensors too (without a
+    graph unless ``create_graph``), so tangents flow through the backward pass;
+    a plain ``backward()`` leaves ``.grad`` an array there too (PyTorch's ``.grad``
+    carries no tangent either), so an optimizer step works inside the level."""
+    tensor_mode = create_graph or (captured is not None and bool(forward_ad.state.active))
     pending = {}
     for root, g in zip(roots, grads):
         g = _initial_grad(root, g, tensor_mode)
         previous = pending.get(id(root))
         pending[id(root)] = g if previous is None else previous + g
-    order, ends = _reverse_topological_order(roots), ()
+    order, ends = _reverse_topological_order(roots, wanted=wanted if captured is not None else None), ()
     if captured is not None:
         order, ends = _on_paths_to(order, captured)
     if tensor_mode:
@@ -133,7 +143,7 @@ def _recording(create_graph, steps):
 
 
 def _run(order, pending, retain_graph, tensor_mode, captured=None, ends=(), hooks_at_ends=True):
-    checking = anomaly.is_enabled()
+    watchers = observers.watching.observers     # () unless profiling or detect_anomaly
     for tensor in order:
         g = pending.pop(id(tensor), None)
         if g is None:
@@ -150,7 +160,12 @@ def _run(order, pending, retain_graph, tensor_mode, captured=None, ends=(), hook
             continue
         if inplace.clock != fn.recorded_at:     # something was changed in place after this op ran
             _check_saved_arrays_unchanged(fn, tensor)
-        input_grads = _differentiable_backward(fn, tensor, g) if tensor_mode else fn.backward(g)
+        if tensor_mode:
+            input_grads = _differentiable_backward(fn, tensor, g, watchers)
+        elif not watchers:
+            input_grads = fn.backward(g, **fn.saved)
+        else:
+            input_grads = observers.call(fn, "backward", fn.backward, g, **fn.saved)
         if not isinstance(input_grads, tuple):
             input_grads = (input_grads,)
         aligned = []
@@ -165,8 +180,8 @@ def _run(order, pending, retain_graph, tensor_mode, captured=None, ends=(), hook
             previous = pending.get(key)
             pending[key] = ig if previous is None else previous + ig
         aligned = tuple(aligned)
-        if checking:
-            anomaly.check_step(fn, _array(g), tuple(None if ig is None else _array(ig) for ig in aligned))
+        for watcher in watchers:
+            watcher.stepped(fn, g, aligned)
         yield BackwardStep(tensor, fn, g, aligned)
         if not retain_graph:
             fn.release()
@@ -182,10 +197,11 @@ def _accumulate(tensor, g, tensor_mode):
         tensor.grad = g_own if tensor.grad is None else tensor.grad + g_own
 
 
-def _differentiable_backward(fn, output, g):
+def _differentiable_backward(fn, output, g, watchers):
     """``fn``'s input gradients as Tensors built from recorded ops (see function.py)."""
     if fn.differentiable_backward:
-        return with_saved_tensors(fn, fn.inputs, output).backward(g)
+        reads = read_tensors(fn, fn.backward_reads, fn.inputs, output)
+        return observers.call(fn, "backward", fn.backward, g, **reads) if watchers else fn.backward(g, **reads)
     if fn.composition is not None:
         return _backward_through_composition(fn, g)
     raise RuntimeError(f"{fn.name} has no double-backward / tangent rule yet: backward(create_graph=True) "
@@ -208,10 +224,6 @@ def _backward_through_composition(fn, g):
         for _ in _run(order, {id(twin): g}, True, True, captured, ends, hooks_at_ends=False):
             pass
     return tuple(captured.get(id(inp)) if need else None for inp, need in zip(fn.inputs, fn.needs_input_grad))
-
-
-def _array(x):
-    return x.data if hasattr(x, "grad_fn") else x
 
 
 def _initial_grad(root, grad, tensor_mode=False):
@@ -254,7 +266,7 @@ def _check_saved_arrays_unchanged(fn, output):
     for what, t in named:
         if t._version is None or t._version[0] <= fn.recorded_at:
             continue
-        saved = [v for v in vars(fn).values() if isinstance(v, np.ndarray)]
+        saved = [*fn.saved.values(), *(v for v in vars(fn).values() if isinstance(v, np.ndarray))]
         if any(np.may_share_memory(v, t.data) for v in saved):
             raise RuntimeError(
                 f"backward through {fn.name}: its {what} (shape {t.shape}) was modified in place "
@@ -262,11 +274,13 @@ def _check_saved_arrays_unchanged(fn, output):
                 "use the new values; do the in-place update after backward(), or use x = x - y instead")
 
 
-def _reverse_topological_order(roots, stop=()) -> list:
+def _reverse_topological_order(roots, stop=(), wanted=None) -> list:
     """Every tensor that needs a gradient, outputs before inputs (iterative:
     a chain of 100,000 ops must not hit Python's recursion limit). The walk
-    does not go below tensors whose id is in ``stop``."""
-    order, visited = [], set()
+    does not go below tensors whose id is in ``stop``. An op freed by an earlier
+    backward raises, unless ``wanted`` (``grad()``'s inputs) is given and none of
+    them lies below it."""
+    order, visited, freed = [], set(), []
     stack = [(root, False) for root in reversed(roots)]
     while stack:
         tensor, children_done = stack.pop()
@@ -281,14 +295,37 @@ def _reverse_topological_order(roots, stop=()) -> list:
         if fn is None or (stop and id(tensor) in stop):
             continue
         if fn.released:
-            raise RuntimeError(
-                f"backward through the graph a second time: the buffers of {fn.name} were freed by "
-                "the first backward(); call backward(retain_graph=True) the first time if you need two")
+            freed.append(fn)
+            continue
         for inp in fn.inputs:
             if inp.requires_grad and id(inp) not in visited:
                 stack.append((inp, False))
+    for fn in freed:
+        if wanted is None or _lies_below(fn, wanted):
+            raise RuntimeError(
+                f"backward through the graph a second time: the buffers of {fn.name} were freed by "
+                "the first backward(); call backward(retain_graph=True) the first time if you need two")
     order.reverse()
     return order
+
+
+def _lies_below(fn, wanted):
+    """Whether a tensor of ``wanted`` is an input of ``fn`` or of an op below it (freed ops included)."""
+    leaves, ops = {id(t) for t in wanted}, {id(t.grad_fn) for t in wanted if t.grad_fn is not None}
+    todo, seen = [fn], set()
+    while todo:
+        node = todo.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        below = node.below if node.released else [t if t.grad_fn is None else t.grad_fn
+                                                  for t in node.inputs if t.requires_grad]
+        for item in below:
+            if id(item) in leaves or id(item) in ops:
+                return True
+            if isinstance(item, Function):
+                todo.append(item)
+    return False
 
 
 def _on_paths_to(order, targets):

@@ -109,11 +109,12 @@ def propagate(fn, inputs, output, options):
     """Give ``output`` (of op ``fn`` on ``inputs``) its tangent at every level an input has one.
 
     Levels go outermost first, each computed with only the levels before it
-    switched on (see the module docstring). With no outer level and nothing
-    that needs a reverse graph, the rule runs on the numpy arrays forward saved,
-    the same code as with Tensors, only faster.
+    switched on (see the module docstring). An input without a tangent at a level
+    (a constant) passes None: the rule leaves its term out. With no outer level and
+    nothing that needs a reverse graph, the rule runs on the numpy arrays, the same
+    code as with Tensors, only faster.
     """
-    from .function import Function, with_saved_tensors
+    from .function import Function, read_tensors
     from .tensor import Tensor
     levels = [lv for lv in state.active if any(tangent_of(t, lv) is not None for t in inputs)]
     if not levels or output.dtype.kind != "f":
@@ -128,13 +129,14 @@ def propagate(fn, inputs, output, options):
         for level in levels:
             state.active = tuple(lv for lv in all_levels if lv < level)
             tangents = [tangent_of(t, level) for t in inputs]
-            tangents = [Tensor._from_op(np.zeros_like(t.data), None) if d is None else d
-                        for t, d in zip(inputs, tangents)]
-            needs_graph = grad_mode.is_grad_enabled() and any(x.requires_grad for x in (*inputs, *tangents))
+            needs_graph = grad_mode.is_grad_enabled() and any(
+                x is not None and x.requires_grad for x in (*inputs, *tangents))
             if state.active or needs_graph:
-                tangent = with_saved_tensors(fn, inputs, output).jvp(*tangents)
+                tangent = fn.jvp(*tangents, **read_tensors(fn, fn.jvp_reads, inputs, output))
             else:
-                tangent = Tensor._from_op(np.asarray(fn.jvp(*[d.data for d in tangents])), None)
+                reads = {name: (output if i is None else inputs[i]).data for name, i in fn.jvp_reads}
+                arrays = [None if d is None else d.data for d in tangents]
+                tangent = Tensor._from_op(np.asarray(fn.jvp(*arrays, **reads)), None)
             if tangent.shape != output.shape:
                 from .ops import xp
                 tangent = xp.broadcast_to(tangent, output.shape)

@@ -31,12 +31,13 @@ def vjp(f, *primals, has_aux=False):
     with enable_grad():
         tracked = [_tracked(p) for p in primals]
         out, aux = _split_aux(f(*tracked), has_aux, "vjp")
+    if out.dtype.kind != "f":
+        raise TypeError(f"vjp: f must return a floating-point Tensor, got dtype {out.dtype}; an integer or "
+                        "bool result has no derivative (cast it with .astype(np.float64) if you mean one)")
 
     def vjp_fn(cotangent):
-        with enable_grad():
-            grads = autograd.grad(out, tracked, as_tensor(cotangent), retain_graph=True, create_graph=True,
-                                  allow_unused=True)
-        return tuple(_result(_zeros_if_none(g, p), tracked) for g, p in zip(grads, tracked))
+        grads = _derivatives(out, tracked, as_tensor(cotangent), retain_graph=True)
+        return tuple(_result(g, tracked) for g in grads)
 
     result = _result(out, tracked)
     return (result, vjp_fn, _map_tensors(lambda t: _result(t, tracked), aux)) if has_aux else (result, vjp_fn)
@@ -54,9 +55,9 @@ def grad(f, argnums=0, has_aux=False):
             if out.size != 1:
                 raise RuntimeError(f"grad: f must return a one-element tensor, got shape {out.shape}; "
                                    "use jacrev for a Jacobian or vjp for a vector-Jacobian product")
-            grads = autograd.grad(out, [args[i] for i in nums], create_graph=True, allow_unused=True)
-        tracked = [args[i] for i in nums]
-        grads = tuple(_result(_zeros_if_none(g, args[i]), tracked) for g, i in zip(grads, nums))
+            tracked = [args[i] for i in nums]
+            grads = _derivatives(out, tracked)
+        grads = tuple(_result(g, tracked) for g in grads)
         result = grads[0] if isinstance(argnums, int) else grads
         return (result, _map_tensors(lambda t: _result(t, tracked), aux)) if has_aux else result
     return gradient
@@ -73,7 +74,7 @@ def jvp(f, primals, tangents, has_aux=False):
         primal_out, tangent_out = forward_ad.unpack_dual(out)
         aux = _map_tensors(lambda t: forward_ad.unpack_dual(t).primal, aux)
     if tangent_out is None:
-        tangent_out = Tensor._from_op(primal_out.data * 0, None)
+        tangent_out = _zeros_if_none(None, primal_out)
     return (primal_out, tangent_out, aux) if has_aux else (primal_out, tangent_out)
 
 
@@ -131,6 +132,21 @@ def hessian(f, argnums=0):
     return jacfwd(jacrev(f, argnums), argnums)
 
 
+def _derivatives(out, inputs, cotangent=None, retain_graph=None):
+    """The gradients of ``out`` w.r.t. ``inputs`` (create_graph), zeros for those it does not use.
+
+    As ``torch.func``: an output that does not require grad has zero derivatives, not an
+    error. That is the derivative of a derivative that is constant wherever it exists (the
+    gradient of ``relu(x).sum()`` is a 0/1 mask: ``jacrev(grad(f))`` is zeros, as ``hessian``),
+    or of an output computed without the inputs. ``autograd.grad`` itself still raises there."""
+    if not out.requires_grad:
+        return tuple(_zeros_if_none(None, x) for x in inputs)
+    with enable_grad():
+        grads = autograd.grad(out, inputs, cotangent, retain_graph=retain_graph, create_graph=True,
+                              allow_unused=True)
+    return tuple(_zeros_if_none(g, x) for g, x in zip(grads, inputs))
+
+
 def _tracked(x):
     """An alias of ``x`` that requires grad: connected to ``x``'s graph and tangents when it has them."""
     x = as_tensor(x)
@@ -173,7 +189,7 @@ def _depends_on_more_than(t, tracked) -> bool:
 
 
 def _zeros_if_none(g, like):
-    return Tensor._from_op(like.data * 0, None) if g is None else g
+    return Tensor._from_op(np.zeros_like(like.data), None) if g is None else g    # not like * 0: inf * 0 is NaN
 
 
 def _split_aux(result, has_aux, name):

@@ -4,30 +4,43 @@ reduced back to an input's shape.
 An op is a small class with ``forward`` and ``backward`` side by side:
 
     class Mul(Function):
-        def forward(self, a, b):          # numpy arrays in, numpy array out
-            self.a, self.b = a, b          # save what backward needs
+        def forward(self, a, b):           # numpy arrays in, numpy array out
             return a * b
 
-        def backward(self, grad):          # one gradient per input
-            return grad * self.b, grad * self.a
+        def backward(self, grad, *, a, b): # one gradient per input
+            return grad * b, grad * a
+
+The one convention: a rule's keyword-only parameters name what it reads, and the
+engine passes exactly those. A name is one of ``forward``'s inputs (``a``, ``b``)
+or ``out``, the op's output. ``Exp.backward(self, grad, *, out)`` reads the
+output, ``Add.backward(self, grad)`` reads nothing (so ``Add`` keeps nothing alive
+for backward, and an in-place change of its inputs is fine). What is not a value
+of the graph (an axis, a boolean mask, the input's shape) forward keeps on
+``self``.
 
 ``Mul.apply(x, y)`` runs ``forward`` on the tensors' arrays and, when a graph is
-being recorded, remembers the inputs so ``Tensor.backward`` can call
-``backward`` later. Broadcasting is undone centrally (``unbroadcast``), so no op
-has to sum its gradient back to its input's shape itself.
+being recorded, remembers the inputs and the arrays the rule reads, so the
+backward pass can call ``backward(grad, a=..., b=...)`` later. Broadcasting is
+undone centrally (``unbroadcast``), so no op sums its gradient back to an
+input's shape itself.
 
 Beyond first order (``backward(create_graph=True)``, ``minigrad.forward_ad``,
 ``minigrad.func``) an op says how in one of two ways, next to its forward:
 
-- ``differentiable_backward = True``: its ``backward`` (and its tangent rule
-  ``jvp``) are written only with what numpy arrays and Tensors share (operators,
-  ``.sum``, ``.reshape``, ``minigrad.ops.xp``). The ordinary pass calls them with
-  arrays, as fast as ever; ``create_graph=True`` calls the very same lines with
-  Tensors (``with_saved_tensors`` swaps the arrays forward saved for the input and
-  output Tensors they are), so the gradient is a recorded graph, differentiable
-  again. One rule, two uses: no second copy of any backward. An op with a kernel
-  calls its ``@accelerated`` function through ``xp.call``: the kernel on arrays,
-  the function's numpy lines on Tensors.
+- ``differentiable_backward = True``: its ``backward`` and its tangent rule
+  ``jvp(self, *tangents, <what it reads>)`` are written only with what numpy
+  arrays and Tensors share (operators, ``.sum``, ``.reshape``, ``minigrad.ops.xp``).
+  The ordinary pass calls them with arrays, as fast as ever; ``create_graph=True``
+  and forward mode call the very same lines with the input and output Tensors,
+  so what they compute is itself a recorded graph, differentiable again. One
+  rule, two uses. An op with a kernel calls its ``@accelerated`` function through
+  ``xp.call``: the kernel on arrays, the function's numpy lines on Tensors.
+  A tangent is None for an input that has none (a constant): the rule leaves
+  its term out (``tangent_sum``) rather than multiply zeros by a partial
+  derivative that may be inf, as PyTorch does. A float array kept on ``self``
+  would be a constant beyond first order, so there it raises instead of giving a
+  silently wrong derivative: values computed from the inputs reach a rule as
+  arguments; constants are inputs without grad, or non-float.
 - ``composition``: a fused op (one kernel, intermediates of its own) gives the
   composition of named ops it equals, ``composition(*input_tensors, **options)``;
   double backward and tangents differentiate through that composition.
@@ -35,15 +48,17 @@ Beyond first order (``backward(create_graph=True)``, ``minigrad.forward_ad``,
 An op with neither raises a clear error under ``create_graph=True`` or inside a
 ``forward_ad.dual_level()`` instead of giving a silently wrong answer.
 """
+import inspect
+
 import numpy as np
 
-from . import anomaly, forward_ad, inplace, profiler
+from . import forward_ad, inplace, observers
 from .forward_ad import state as forward_state    # this thread's forward-AD levels: forward_state.active
 from .grad_mode import state as grad_state    # this thread's grad mode: grad_state.enabled
+from .observers import watching     # this thread's observers (profiler, anomaly, scopes): watching.observers
 
-# Names of the modules currently running (innermost last), recorded on each op
-# while ``nn.record_scopes(model)`` is active so graph drawings can group ops by module.
-scope_stack = []
+OUT = "out"     # the name by which a rule reads the op's output
+_NOTHING = {}   # the saved values of an op whose backward reads none (shared, never written)
 
 
 class Function:
@@ -52,13 +67,22 @@ class Function:
     Attributes set by ``apply``:
       inputs            the input Tensors, in argument order
       needs_input_grad  one bool per input; backward may return None where False
+      saved             {name: array} of what ``backward`` reads, as forward saw it
       recorded_at       the in-place clock when the op ran (backward compares inputs' changes)
       created_at        "file:line" of the user's code, only under ``detect_anomaly()``
+    Class attributes set at the class's definition, from the rules' signatures:
+      backward_reads, jvp_reads   ((name, input index or None for the output), ...)
     """
 
     released = False
     returns_view = False   # True for ops whose output may be a view of input 0 (see inplace.share_version)
     scope = None        # dotted name of the module that ran this op (see nn.record_scopes)
+    backward_reads = jvp_reads = ()
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls.backward_reads = _reads(cls, cls.backward)
+        cls.jvp_reads = _reads(cls, cls.jvp)
 
     @property
     def name(self) -> str:
@@ -68,12 +92,14 @@ class Function:
     def apply(cls, *inputs, **options):
         # Runs ~60 times per training step of the date model: plain loops, no helper calls.
         tensors = tuple([x if isinstance(x, _tensor.Tensor) else _tensor.Tensor(x) for x in inputs])
+        arrays = [t.data for t in tensors]
         fn = cls()
         fn.needs_input_grad = needs = tuple([t.requires_grad for t in tensors])
-        if profiler.active is None:     # one attribute read when not profiling
-            out = fn.forward(*[t.data for t in tensors], **options)
+        watchers = watching.observers       # () unless profiling, detect_anomaly or record_scopes
+        if not watchers:
+            out = fn.forward(*arrays, **options)
         else:
-            out = profiler.active.forward(fn, [t.data for t in tensors], options)
+            out = observers.call(fn, "forward", fn.forward, *arrays, **options)
         if type(out) is not np.ndarray:
             out = np.asarray(out)       # a numpy scalar (e.g. a full sum) becomes a 0-d array
         # an integer or bool result cuts the graph (PyTorch: it cannot require grad)
@@ -82,11 +108,11 @@ class Function:
         else:
             fn.inputs = tensors
             fn.options = options     # for composition (double backward of a fused op)
+            fn.saved = {name: out if i is None else arrays[i] for name, i in cls.backward_reads} \
+                if cls.backward_reads else _NOTHING
             fn.recorded_at = inplace.clock
-            if scope_stack:
-                fn.scope = scope_stack[-1]
-            if anomaly._enabled:     # one attribute read when off: no stack is looked at
-                fn.created_at = anomaly.user_site()
+            for watcher in watchers:
+                watcher.recorded(fn)
             result = _tensor.Tensor._from_op(out, fn)
         if cls.returns_view:
             inplace.share_version(tensors[0], result)
@@ -103,7 +129,6 @@ class Function:
     # ------------------------------------------------------- beyond first order
     differentiable_backward = False   # backward/jvp use only what arrays and Tensors share
     composition = None                # or: the named ops a fused op equals, on Tensors
-    saved_constants = ()              # names of saved float arrays that do not depend on the inputs
 
     def compose(self, inputs, options):
         """``composition`` on ``inputs`` (Tensors) with the options forward had: what double
@@ -111,51 +136,69 @@ class Function:
         return self.composition(*inputs, **options)
 
     def jvp(self, *tangents):
-        """The tangent of the output given one tangent per input (forward mode)."""
+        """The tangent of the output given one tangent per input (None for a constant; forward mode)."""
         raise RuntimeError(f"{self.name} has no tangent rule yet: forward-mode AD (forward_ad, "
                            "minigrad.func.jvp/jacfwd) cannot go through it; use reverse mode (jacrev)")
 
     def release(self):
-        """Drop saved arrays and inputs once backward has used them (frees memory)."""
+        """Drop what backward used (saved arrays, inputs) once it ran: frees memory. Kept: what lies
+        below (the inputs' ops, or the leaf tensors), so that a later ``grad()`` can still tell
+        whether this freed op stands between its outputs and inputs."""
+        below = [t if t.grad_fn is None else t.grad_fn for t in self.inputs if t.requires_grad]
         self.__dict__.clear()
-        self.released = True
+        self.released, self.below = True, below
 
     def __repr__(self):
         return f"<{self.name}>"
 
 
-def with_saved_tensors(fn, inputs, output):
-    """A copy of ``fn`` whose saved arrays are the Tensors they belong to.
+def _reads(cls, rule):
+    """What ``rule`` reads: its keyword-only parameters, each forward's input of that name or the output."""
+    parameters = inspect.signature(rule).parameters.values()
+    names = [p.name for p in parameters if p.kind is p.KEYWORD_ONLY]
+    if not names:
+        return ()
+    inputs = [p.name for p in inspect.signature(cls.forward).parameters.values()
+              if p.kind is p.POSITIONAL_OR_KEYWORD][1:]      # after self
+    for name in names:
+        if name != OUT and name not in inputs:
+            raise TypeError(f"{cls.__name__}.{rule.__name__} reads {name!r}: a rule's keyword-only parameters "
+                            f"name forward's inputs ({', '.join(inputs)}) or {OUT!r}")
+    return tuple((name, None if name == OUT else inputs.index(name)) for name in names)
 
-    Forward saved numpy arrays (``self.a = a``, ``self.out = ...``); run with
-    Tensors, backward and jvp need the same values as Tensors so that what they
-    compute is recorded and differentiable. Each saved float array that *is* an
-    input's array becomes that input Tensor, the output's array the output
-    Tensor; names in ``saved_constants`` stay arrays (they do not depend on the
-    inputs). Any other saved float array was derived inside forward: using it as
-    a constant would give a silently wrong derivative, so that raises.
-    """
-    view = object.__new__(type(fn))
-    view.__dict__.update(fn.__dict__)
-    by_array, shared = {}, set()
-    for t in (*inputs, output):
-        if by_array.setdefault(id(t.data), t) is not t:
-            shared.add(id(t.data))      # two tensors on one array (x and x.detach()): which was saved?
-    for name, value in fn.__dict__.items():
-        if not isinstance(value, (np.ndarray, np.generic)) or value.dtype.kind != "f" or name in fn.saved_constants:
-            continue
-        if id(value) in shared:
-            raise RuntimeError(f"{fn.name}: two of its tensors share one array (e.g. x and x.detach()), so it "
-                               "cannot tell which one its saved values belong to; differentiate twice through "
-                               "a copy instead, e.g. Tensor(x.detach().numpy().copy())")
-        tensor = by_array.get(id(value))
-        if tensor is None and isinstance(value, np.generic) and output.ndim == 0 and value == output.data:
-            tensor = output      # a 0-d result is a numpy scalar until apply makes it an array
-        if tensor is None:
-            raise RuntimeError(f"{fn.name} has no double-backward / tangent rule yet: its backward uses "
-                               f"{name!r}, an array computed inside forward (give the op a composition)")
-        setattr(view, name, tensor)
-    return view
+
+def read_tensors(fn, reads, inputs, output):
+    """The Tensors a rule reads, for a pass beyond first order (``create_graph=True``, forward mode),
+    checked: an input whose array was replaced since forward (``x.data = ...``) raises, and so does
+    a float array kept on the op (it would silently count as a constant)."""
+    for name, value in vars(fn).items():
+        if isinstance(value, np.ndarray) and value.dtype.kind == "f":
+            raise RuntimeError(f"{fn.name} has no double-backward / tangent rule yet: its rules read {name!r}, "
+                               "a float array forward kept on the op, which would count as a constant here; "
+                               "pass values computed from the inputs as arguments (see function.py) or give "
+                               "the op a composition")
+    saved = getattr(fn, "saved", {})
+    tensors = {}
+    for name, i in reads:
+        tensor = output if i is None else inputs[i]
+        if name in saved and tensor.data is not saved[name]:
+            what = "its output" if i is None else f"its input {i}"
+            raise RuntimeError(f"backward through {fn.name}: {what} (shape {tensor.shape}) had its .data replaced "
+                               f"after {fn.name} saved it, so a derivative through it would use the new values; "
+                               "replace .data after backward(), or build a new tensor instead")
+        tensors[name] = tensor
+    return tensors
+
+
+def tangent_sum(*terms):
+    """The sum of a tangent rule's terms that exist. An input without a tangent (a constant) has
+    no term: it is left out, not computed as zeros times a partial derivative (0 * inf is NaN),
+    as PyTorch does. At least one term exists (else the rule is not called)."""
+    present = [t for t in terms if t is not None]
+    total = present[0]
+    for term in present[1:]:
+        total = total + term
+    return total
 
 
 def unbroadcast(grad: np.ndarray, shape: tuple) -> np.ndarray:

@@ -5,17 +5,19 @@
     jvpcheck(lambda a: (a * a).tanh(), [a])               # forward mode (minigrad.forward_ad)
 
 For every input tensor with ``requires_grad=True`` it compares the Jacobian
-that ``backward`` gives with the one from (f(x + eps) - f(x - eps)) / (2 eps),
-element by element, and on a mismatch says which input, which element, and
-both values. A NaN or infinite gradient on either side never passes, even
+that reverse mode (``autograd.grad``) gives with the one from
+(f(x + eps) - f(x - eps)) / (2 eps), element by element, and on a mismatch
+says which input, which element, and both values. A NaN or infinite gradient on either side never passes, even
 when both sides are NaN (PyTorch's gradcheck compares with equal_nan=False
 too): the check asks whether each error is within tolerance, since asking
 whether it exceeds it is False for NaN. Inputs are copied to float64 first
 (float32 differences are too coarse for the default tolerances), so the
-function under test must accept float64 tensors.
+function under test must accept float64 tensors. The checks leave their inputs
+as they found them (values, arrays, ``.grad``), even when interrupted.
 """
 import numpy as np
 
+from .autograd import grad
 from .grad_mode import enable_grad
 from .tensor import Tensor
 
@@ -85,13 +87,11 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True, 
     numeric = {i: _numeric_jacobian(evaluate, inputs[i], eps) for i in checked}
 
     for row, v in enumerate(directions):
-        for x in inputs:
-            if isinstance(x, Tensor):
-                x.grad = None
-        out.backward(v, retain_graph=True)
-        for i in checked:
+        # grad(), not backward(): no .grad anywhere (the inputs', a closure's weights') is touched
+        analytic_rows = grad(out, [inputs[i] for i in checked], np.asarray(v), retain_graph=True, allow_unused=True)
+        for i, analytic in zip(checked, analytic_rows):
             x = inputs[i]
-            analytic = np.zeros(x.shape) if x.grad is None else x.grad
+            analytic = np.zeros(x.shape) if analytic is None else analytic.data
             if analytic.shape != x.shape:
                 return _fail(raise_exception, f"gradcheck: input {i} has shape {x.shape} but its gradient "
                                               f"has shape {analytic.shape}")
@@ -107,26 +107,31 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True, 
                              f"gradcheck failed for input {i} (shape {x.shape}) at element "
                              f"{tuple(map(int, where))}, {what}: "
                              + _values("analytical", expected, analytic, where, atol, rtol))
-    for x in inputs:
-        if isinstance(x, Tensor):
-            x.grad = None
     return True
 
 
 def _numeric_jacobian(evaluate, x, eps):
-    """(x.size, out.size) matrix of central differences."""
+    """(x.size, out.size) matrix of central differences. ``x`` is perturbed in place one
+    element at a time and always restored, whatever ``evaluate`` raises (Ctrl-C included):
+    the same array object, the same bits."""
+    original_data = x.data
     if not x.data.flags.c_contiguous:
         x.data = x.data.copy(order="C")   # else reshape(-1) copies and the perturbation misses x
     flat = x.data.reshape(-1)          # a view: perturbing it perturbs x
     columns = []
-    for k in range(flat.size):
-        original = flat[k]
-        flat[k] = original + eps
-        plus = evaluate()
-        flat[k] = original - eps
-        minus = evaluate()
-        flat[k] = original
-        columns.append((plus - minus) / (2 * eps))
+    try:
+        for k in range(flat.size):
+            original = flat[k]
+            try:
+                flat[k] = original + eps
+                plus = evaluate()
+                flat[k] = original - eps
+                minus = evaluate()
+            finally:
+                flat[k] = original
+            columns.append((plus - minus) / (2 * eps))
+    finally:
+        x.data = original_data
     return np.array(columns)
 
 
@@ -156,7 +161,6 @@ def gradgradcheck(fn, inputs, grad_outputs=None, eps=1e-6, atol=1e-5, rtol=1e-3,
     gradient, its element, the input it is differentiated by, that element, and
     both values.
     """
-    from .autograd import grad
     from .ops import concatenate
     inputs, checked = _checked_inputs("gradgradcheck", inputs)
     out = _output("gradgradcheck", fn, inputs)

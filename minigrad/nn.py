@@ -18,8 +18,20 @@ import numpy as np
 
 from . import functional as F
 from . import rng
-from .function import scope_stack
+from .observers import Observer, observing
 from .tensor import Tensor
+
+
+# Names of the modules running now (innermost last), while ``record_scopes(model)`` is active.
+scope_stack = []
+
+
+class _ScopeRecorder(Observer):
+    """Watches the engine (``observers.py``): each recorded op gets the running module's name."""
+
+    def recorded(self, fn):
+        if scope_stack:
+            fn.scope = scope_stack[-1]
 
 
 class Parameter(Tensor):
@@ -142,7 +154,8 @@ def record_scopes(model: Module, prefix: str = ""):
     for name, module in modules:
         module._scope_name = name or type(model).__name__
     try:
-        yield model
+        with observing(_ScopeRecorder()):
+            yield model
     finally:
         for _, module in modules:
             module.__dict__.pop("_scope_name", None)

@@ -16,7 +16,7 @@ import numbers
 import numpy as np
 
 from . import inplace
-from .kernels.registry import accelerated
+from .accelerated import accelerated
 from .profiler import profiled
 
 
@@ -305,4 +305,3 @@ class WarmupPlateauCooldown(LRSchedule):
         super().load_state_dict(state)
 
 
-from .kernels import adam_kernel  # noqa: E402,F401  (registers a kernel for adam_update)

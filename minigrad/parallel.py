@@ -11,7 +11,7 @@ is therefore computed by the same call on the same numbers whether the pieces ru
 after the other on the calling thread or side by side on two (numpy releases the GIL
 inside BLAS): ``piece_workers(n)`` changes the speed, never a bit.
 
-Training chooses the worker count by timing its steps (``minigrad/threads.py``); outside
+Training chooses the worker count by timing its steps (``transformer/threads.py``); outside
 ``piece_workers`` the pieces run one after the other.
 """
 import contextlib
@@ -81,7 +81,20 @@ def product(a, b):
     return out
 
 
-def product_over_rows(x, w):
-    """``x @ w`` for x (..., K) and a 2-D w: every leading dimension folded into the rows, one ``product``."""
-    rows = product(x.reshape(-1, x.shape[-1]), w)
+def over_rows(multiply, x, w):
+    """``multiply(x, w)`` (a matrix product) for x (..., K) and a 2-D w (K, N), every leading
+    dimension of x folded into the rows: one product for the whole batch, not one per item.
+    Arrays and Tensors alike (``multiply`` decides which product runs)."""
+    rows = multiply(x.reshape(-1, x.shape[-1]), w)
     return rows.reshape(x.shape[:-1] + (w.shape[-1],))
+
+
+def summed_over_rows(multiply, x, g):
+    """``xᵀ @ g`` summed over every leading position of x (..., K) and g (..., N): the gradient
+    of a w shared by all rows of ``x @ w``, as one product of the folded rows."""
+    return multiply(x.reshape(-1, x.shape[-1]).T, g.reshape(-1, g.shape[-1]))
+
+
+def product_over_rows(x, w):
+    """``x @ w`` for x (..., K) and a 2-D w: one ``product`` of the folded rows."""
+    return over_rows(product, x, w)

@@ -13,37 +13,45 @@ column says what executed the arithmetic: ``kernel`` (a registered kernel,
 functions took different paths). What is in no row (Python in the modules, sampling the
 batch) is the table's "outside the rows" line.
 
-Off, it costs one attribute read per op: ``Function.apply`` and the ``@accelerated``
-functions check ``active`` / ``registry.path_listener`` and go on.
+The profile watches from outside (``minigrad/observers.py``): ``Function.apply``, the backward
+loop and the ``@accelerated`` functions pass their calls through it while it records, and
+change nothing else, so what is computed is the same profiled or not. Off, the engine reads
+one empty tuple per op.
+
+As grad mode, a profile belongs to the thread that entered it: other threads' ops are not in
+its rows, and each thread may record its own profile at the same time. One thread records one
+profile at a time (no nesting). A ``Profile`` entered again (``with prof:`` twice) adds the
+second block to the first: its rows and its wall time are the sums over the blocks.
 """
 import time
 
-from .kernels import registry
-
-active = None   # the Profile recording now, or None
+from . import observers
 
 
-class Profile:
-    """The recording of one ``with profile():`` block: ``rows``, ``wall_seconds``, ``table()``."""
+class Profile(observers.Observer):
+    """The recording of ``with profile():`` blocks: ``rows``, ``wall_seconds``, ``table()``."""
 
     def __init__(self):
         self.rows = {}          # (name, pass) -> [calls, own seconds, kernel calls, numpy calls]
         self._running = []      # per row running now (innermost last): [kernel calls, numpy calls, nested seconds]
         self.wall_seconds = None
+        self._recording = None
 
     # ------------------------------------------------------------------ recording
     def __enter__(self):
-        global active
-        if active is not None:
-            raise RuntimeError("minigrad.profile(): a profile is already recording; nest no second one")
-        active, registry.path_listener = self, self._accelerated_call
+        if any(isinstance(o, Profile) for o in observers.watching.observers):
+            raise RuntimeError("minigrad.profile(): a profile is already recording in this thread; "
+                               "nest no second one")
+        self._recording = observers.observing(self)
+        self._recording.__enter__()
         self._start = time.perf_counter()
         return self
 
     def __exit__(self, *exc):
-        global active
-        self.wall_seconds = time.perf_counter() - self._start
-        active, registry.path_listener = None, None
+        seconds = time.perf_counter() - self._start
+        self._recording.__exit__(*exc)
+        self._recording = None
+        self.wall_seconds = (self.wall_seconds or 0.0) + seconds
 
     def timed(self, name, stage, call, *args, **options):
         """call(*args, **options); its own time (less nested rows') and the paths of the
@@ -64,19 +72,19 @@ class Profile:
             row[2] += frame[0]
             row[3] += frame[1]
 
-    def forward(self, fn, arrays, options):
-        """fn.forward(*arrays, **options), timed; fn's backward will be timed too."""
-        unbound = type(fn).backward
-        fn.backward = lambda grad: self.timed(fn.name, "backward", unbound, fn, grad)
-        return self.timed(fn.name, "forward", fn.forward, *arrays, **options)
+    def call(self, what, stage, run, *args, **options):
+        """The observer's hook: an op's forward or backward gets its row; an @accelerated
+        function (stage "kernel" or "numpy") notes its path in the row it runs inside."""
+        if stage in ("kernel", "numpy"):
+            if not self._running:                       # outside any op: a row of its own
+                return self.timed(what.__name__, "call", self._noted, stage, run, *args)
+            return self._noted(stage, run, *args)
+        return self.timed(what if isinstance(what, str) else what.name, stage, run, *args, **options)
 
-    def _accelerated_call(self, function, args):
-        """An @accelerated function called while recording: run it, note which path it took."""
-        uses_kernel = function.runs_kernel(args)
-        if self._running:                            # inside a row (an op): note the path there
-            self._running[-1][0 if uses_kernel else 1] += 1
-            return function.kernel.run(*args) if uses_kernel else function.numpy(*args)
-        return self.timed(function.__name__, "call", function.kernel.run if uses_kernel else function.numpy, *args)
+    def _noted(self, path, run, *args):
+        """run(*args), its path counted in the innermost running row."""
+        self._running[-1][0 if path == "kernel" else 1] += 1
+        return run(*args)
 
     # ------------------------------------------------------------------ reporting
     def total_seconds(self):
@@ -111,9 +119,9 @@ def profiled(name):
     """Decorator: the calls of a function that is not an op (an optimizer step) get their own row."""
     def decorate(function):
         def run(*args, **options):
-            if active is None:
+            if not observers.watching.observers:
                 return function(*args, **options)
-            return active.timed(name, "call", function, *args, **options)
+            return observers.call(name, "call", function, *args, **options)
         run.__name__, run.__qualname__, run.__doc__ = function.__name__, function.__qualname__, function.__doc__
         run.__wrapped__ = function
         return run

@@ -19,7 +19,7 @@ side by side.
 """
 import numpy as np
 
-from . import autograd, hooks, profiler
+from . import autograd, hooks
 from .inplace import InPlaceOps, version_of
 from .interop import NumpyInterop, refuse_numpy_arguments
 
@@ -143,9 +143,6 @@ class Tensor(NumpyInterop, InPlaceOps):
                 raise TypeError("backward(): pass the incoming gradient once, as gradient= (or its old name grad=)")
             gradient = grad
         retain = create_graph if retain_graph is None else retain_graph
-        if profiler.active is not None:   # minigrad.profile(): the engine's own time gets a row
-            return profiler.active.timed("autograd engine", "backward", autograd.backward, self, gradient, retain,
-                                         create_graph)
         autograd.backward(self, gradient, retain, create_graph)
 
     # ------------------------------------------------------------ arithmetic
@@ -181,7 +178,7 @@ class Tensor(NumpyInterop, InPlaceOps):
 
     def __rpow__(self, base):
         """``2 ** x``: a constant base raised to this tensor."""
-        return ops.ScalarBasePow.apply(self, base=base)
+        return ops.scalar_base_pow(self, base)
 
     def __abs__(self):
         return ops.Abs.apply(self)

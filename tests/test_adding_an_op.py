@@ -1,35 +1,45 @@
-"""docs/adding-an-op.md, exercised: a new op with a Numba kernel, defined and registered entirely
-in this file. No other file changes, yet the registry, the backend switch, the kernel-vs-numpy
-check, gradcheck and the profiler all see it."""
+"""docs/adding-an-op.md, exercised: a new op with a Numba kernel and higher-order rules, defined
+and registered entirely in this file. No other file changes, yet the registry, the backend
+switch, the kernel-vs-numpy check, gradcheck, gradgradcheck, jvpcheck, the every-op check of
+higher-order rules and the profiler all see it."""
 import numpy as np
 import pytest
 
 import minigrad
-from minigrad import Tensor, gradcheck, kernels
+from minigrad import Tensor, func, gradcheck, gradgradcheck, jvpcheck, kernels
+from minigrad.accelerated import accelerated
 from minigrad.function import Function
 from minigrad.kernels.jit import jit
-from minigrad.kernels.registry import accelerated, kernel_for, unregister
+from minigrad.kernels.registry import kernel_for, unregister
+from minigrad.ops import xp
+from test_higher_order_ops import op_classes, test_every_op_has_higher_order_rules
 
 
-# ---------------------------------------------------------------- 1. the math, in numpy (the op file)
+# ---------------------------------------------------------------- 1. the op file: math and op together
 @accelerated
 def softplus(x):
     """log(1 + exp(x)), computed as max(x, 0) + log1p(exp(-|x|)) so that no exp overflows."""
     return np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))
 
 
-def softplus_backward(x, grad):
-    """d softplus / dx = sigmoid(x)."""
-    return grad / (1 + np.exp(-x))
+def sigmoid(x):
+    """d softplus / dx = 1 / (1 + exp(-x)), from e = exp(-|x|) <= 1 so that no exp overflows at any
+    order; |x| as a selection, whose slope at 0 is 1, not sign(0) = 0 (arrays and Tensors)."""
+    positive = xp.constant(x) >= 0
+    e = xp.exp(xp.where(positive, -x, x))
+    return xp.where(positive, 1 / (1 + e), e / (1 + e))
 
 
 class Softplus(Function):
+    differentiable_backward = True          # the rules below run on arrays and on Tensors
+
     def forward(self, a):
-        self.a = a
         return softplus(a)
 
-    def backward(self, grad):
-        return softplus_backward(self.a, grad)
+    def backward(self, grad, *, a):         # reads the input a (a keyword-only parameter named as in forward)
+        return grad * sigmoid(a)
+
+    jvp = backward                          # diagonal Jacobian: J v = vᵀ J, the same product
 
 
 # ---------------------------------------------------------------- 2. a kernel for it (the kernel file)
@@ -50,7 +60,7 @@ def _example(rng, dtype, size):
 
 @pytest.fixture
 def softplus_kernel():
-    @kernel_for(softplus, fits=_fits, example=_example, compiled=[_softplus_kernel])
+    @kernel_for(softplus, fits=_fits, example=_example, stage=None, compiled=[_softplus_kernel])
     def softplus_numba(x):
         out = np.empty_like(x)
         _softplus_kernel(x.reshape(-1), out.reshape(-1))
@@ -70,11 +80,26 @@ def test_the_new_kernel_is_in_the_registry_and_equals_its_numpy_function(softplu
         np.testing.assert_allclose(got, softplus.numpy(x), rtol=1e-6, equal_nan=True)
 
 
-def test_the_new_op_has_correct_gradients_on_both_backends(softplus_kernel):
+def test_the_new_op_has_correct_derivatives_at_every_order_on_both_backends(softplus_kernel):
     x = Tensor(np.random.default_rng(1).standard_normal((4, 5)) * 3, requires_grad=True)
     for backend in kernels.BACKENDS:
         with kernels.use_backend(backend):
             assert gradcheck(lambda t: Softplus.apply(t), [x])
+            assert gradgradcheck(lambda t: Softplus.apply(t), [x])
+            assert jvpcheck(lambda t: Softplus.apply(t), [x])
+
+
+def test_second_derivatives_stay_finite_far_out_in_float32():
+    # sigmoid written as 1 / (1 + exp(-x)) would give exp(89) = inf in float32, then 0 * inf = NaN
+    x = np.array([-150.0, -89.0, 0.0, 89.0, 150.0], np.float32)
+    hessian = func.hessian(lambda t: Softplus.apply(t).sum())(Tensor(x)).numpy()
+    e = np.exp(-np.abs(x.astype(np.float64)))
+    np.testing.assert_allclose(np.diag(hessian), e / (1 + e) ** 2, rtol=1e-5, atol=1e-44)
+
+
+def test_the_every_op_check_finds_the_new_op_and_its_rules():
+    assert Softplus in op_classes()
+    test_every_op_has_higher_order_rules()
 
 
 def test_the_profiler_shows_which_path_ran(softplus_kernel):

@@ -9,7 +9,7 @@ from minigrad.function import Function
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")   # the NaNs and log(0) are the point
 
 
-class NaNBackward(Function):
+class _NaNBackward(Function):
     """x * 2 whose backward multiplies by NaN: the analytic gradient is NaN."""
 
     def forward(self, a):
@@ -19,7 +19,7 @@ class NaNBackward(Function):
         return grad * np.nan
 
 
-class FiniteBackwardOfNaNForward(Function):
+class _FiniteBackwardOfNaNForward(Function):
     """Forward NaN at the second element (so the numeric gradient there is NaN), backward finite."""
 
     def forward(self, a):
@@ -38,14 +38,14 @@ def leaf(values):
 def test_a_nan_analytic_gradient_fails_naming_input_element_and_both_values():
     with pytest.raises(GradcheckError, match=r"input 0 .* element \(0,\).*numerical 2 vs analytical nan"
                                              r".*NaN or infinite gradient never passes"):
-        gradcheck(lambda x: NaNBackward.apply(x), [leaf([1.0, 2.0])])
+        gradcheck(lambda x: _NaNBackward.apply(x), [leaf([1.0, 2.0])])
 
 
 def test_a_nan_numeric_gradient_fails_where_the_analytic_one_is_finite():
     # output element 1 is NaN whatever x[0] is: its numeric derivative is NaN, the analytic one 0
     with pytest.raises(GradcheckError, match=r"element \(0,\), output element \(1,\): numerical nan vs "
                                              r"analytical 0"):
-        gradcheck(lambda x: FiniteBackwardOfNaNForward.apply(x), [leaf([1.0, 2.0])])
+        gradcheck(lambda x: _FiniteBackwardOfNaNForward.apply(x), [leaf([1.0, 2.0])])
 
 
 def test_log_at_zero_fails():
@@ -56,7 +56,7 @@ def test_log_at_zero_fails():
 
 
 def test_raise_exception_false_returns_false_for_nan():
-    assert gradcheck(lambda x: NaNBackward.apply(x), [leaf([1.0])], raise_exception=False) is False
+    assert gradcheck(lambda x: _NaNBackward.apply(x), [leaf([1.0])], raise_exception=False) is False
 
 
 def test_finite_gradients_still_pass():

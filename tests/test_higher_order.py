@@ -7,7 +7,9 @@ import pytest
 
 import minigrad as mg
 from minigrad import Tensor, autograd, forward_ad, func, gradgradcheck, jvpcheck
+from minigrad import functional as F
 from minigrad.function import Function
+from minigrad.ops import xp
 from minigrad.gradcheck import GradcheckError
 
 
@@ -201,17 +203,15 @@ def test_autograd_steps_under_create_graph_yield_tensors():
 class _WrongSecondDerivative(Function):
     """x^3 whose backward treats 3x^2 as a constant: right first derivative, wrong second."""
     differentiable_backward = True
-    saved_constants = ("slope",)
 
     def forward(self, a):
-        self.slope = 3 * a * a
         return a ** 3
 
-    def backward(self, grad):
-        return grad * self.slope
+    def backward(self, grad, *, a):
+        return grad * (3 * xp.constant(a) ** 2)
 
-    def jvp(self, tangent):
-        return tangent * self.slope * 2      # wrong on purpose
+    def jvp(self, tangent, *, a):
+        return tangent * (3 * xp.constant(a) ** 2) * 2      # wrong on purpose
 
 
 def test_gradgradcheck_names_the_input_element_and_both_values():
@@ -246,14 +246,33 @@ def test_a_saved_intermediate_is_refused_rather_than_treated_as_a_constant():
         autograd.grad(_DerivedSaved.apply(x).sum(), x, create_graph=True)
 
 
-def test_a_detached_twin_sharing_the_array_is_refused_not_guessed():
+def test_a_detached_twin_sharing_the_array_is_a_constant():
     x = leaf([1.0, 2.0])
-    out = (x.detach() * x).sum()       # d/dx = x (constant): the second derivative is 0, not 1
-    with pytest.raises(RuntimeError, match="share one array"):
+    out = (x.detach() * x).sum()       # d/dx = x.detach() (constant): the second derivative is 0, not 1
+    g, = autograd.grad(out, x, create_graph=True)
+    np.testing.assert_array_equal(g.data, [1.0, 2.0])
+    assert not g.requires_grad      # the rule read the detached input itself: a constant, as it should be
+
+
+def test_replacing_an_inputs_data_after_forward_is_named_by_double_backward():
+    x = leaf([1.0, 2.0])
+    out = (x * x).sum()
+    x.data = x.data * 1.0             # a new array: the op saw the old one
+    g, = autograd.grad(out, x, retain_graph=True)     # first order: the values forward used
+    np.testing.assert_array_equal(g.data, [2.0, 4.0])
+    with pytest.raises(RuntimeError, match=r"backward through Mul: its input 0 \(shape \(2,\)\) had its "
+                                           r"\.data replaced after Mul saved it"):
         autograd.grad(out, x, create_graph=True)
-    x2 = leaf([1.0, 2.0])
-    g, = autograd.grad((Tensor(x2.detach().numpy().copy()) * x2).sum(), x2, create_graph=True)
-    assert not g.requires_grad      # through a copy: the gradient is a constant, as it should be
+
+
+def test_a_rule_reading_a_name_that_is_no_input_is_refused_where_the_op_is_defined():
+    with pytest.raises(TypeError, match=r"_Typo.backward reads 'c': .* forward's inputs \(a, b\) or 'out'"):
+        class _Typo(Function):
+            def forward(self, a, b):
+                return a + b
+
+            def backward(self, grad, *, c):
+                return grad, grad
 
 
 def test_a_cast_to_integers_carries_no_tangent():
@@ -266,11 +285,11 @@ class _FusedSquareSum(Function):
     """A fused op: numpy forward/backward of its own, and the composition it equals."""
 
     def forward(self, a, scale):
-        self.a, self.scale = a, scale
+        self.scale = scale
         return scale * (a * a).sum()
 
-    def backward(self, grad):
-        return grad * 2 * self.scale * self.a
+    def backward(self, grad, *, a):
+        return grad * 2 * self.scale * a
 
     @staticmethod
     def composition(a, scale):
@@ -493,3 +512,48 @@ def test_threads_running_forward_mode_at_once_keep_their_tangents_apart():
     for w in workers:
         w.join()
     assert errors == []
+
+
+# ------------------------------------------- constants carry no tangent term
+def test_a_constant_operand_adds_no_tangent_term_even_at_inf():
+    # Mul's tangent is da * b + a * db; b = 2 has no tangent, so no 0 * inf = NaN term (PyTorch: 2)
+    _, tangent = func.jvp(lambda x: x * 2.0, (Tensor([np.inf]),), (Tensor([1.0]),))
+    np.testing.assert_array_equal(tangent.numpy(), [2.0])
+    _, tangent = func.jvp(lambda x: Tensor([np.inf]) * x + x / Tensor([np.inf]), (Tensor([3.0]),), (Tensor([1.0]),))
+    np.testing.assert_array_equal(tangent.numpy(), [np.inf])
+
+
+LOGITS = np.array([[1.0, -np.inf, 0.5, 2.0]])      # one masked logit
+UNMASKED = [0, 2, 3]
+
+
+def test_forward_mode_through_cross_entropy_with_a_masked_logit_is_finite():
+    v = np.array([[0.3, -0.7, 1.1, 0.2]])
+    _, tangent = func.jvp(lambda z: F.cross_entropy(z, np.array([0])), (Tensor(LOGITS),), (Tensor(v),))
+    p = np.exp(LOGITS[0, UNMASKED] - np.log(np.exp(LOGITS[0, UNMASKED]).sum()))
+    np.testing.assert_allclose(tangent.numpy(), p @ v[0, UNMASKED] - v[0, 0], rtol=1e-12)
+
+
+def test_the_hessian_through_cross_entropy_with_a_masked_logit_has_no_nan():
+    f = lambda z: F.cross_entropy(z, np.array([0])).tanh()     # noqa: E731
+    hessian = func.hessian(f)(Tensor(LOGITS)).numpy().reshape(4, 4)
+    unmasked = func.hessian(f)(Tensor(LOGITS[:, UNMASKED])).numpy().reshape(3, 3)
+    assert not np.isnan(hessian).any()
+    np.testing.assert_allclose(hessian[np.ix_(UNMASKED, UNMASKED)], unmasked, rtol=1e-12)
+    assert (hessian[1] == 0).all() and (hessian[:, 1] == 0).all()
+
+
+# ------------------------------------------- grad() walks only what it needs
+def test_grad_walks_only_the_part_of_the_graph_leading_to_its_inputs():
+    w, x = leaf([1.0, 1.0, 1.0]), leaf([1.0, 1.0, 1.0])
+    a = (w * w).sum()
+    y = (x * 2).sum() + a
+    autograd.grad(a, w)                       # frees a's branch
+    g, = autograd.grad(y, x)                  # needs only x's branch: fine, as in PyTorch
+    np.testing.assert_array_equal(g.numpy(), [2.0, 2.0, 2.0])
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        autograd.grad(y, w)                   # w lies below the freed branch
+    z = (x * 3).sum() + (w * w).sum()
+    autograd.grad(z, x)                       # frees x's branch and Add, not (w * w)'s
+    with pytest.raises(RuntimeError, match="a second time"):
+        autograd.grad(z, [x, w])

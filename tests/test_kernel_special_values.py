@@ -191,11 +191,10 @@ def test_cross_entropy_of_large_equal_logits_is_log_2(backend):
 
 # ---------------------------------------------------------------------------- column sums (bias gradients)
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_column_sums_both_backends_equal_numpy_sum(dtype):
+def test_column_sums_equal_numpy_sum(dtype):
     rows = np.random.default_rng(3).standard_normal((2432, 64)).astype(dtype)
     rows[5, 7] = np.nan
     tol = dict(rtol=1e-5, atol=1e-4) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-10)
-    got, want = both_backends(lambda: N.column_sums(rows))
+    got = N.column_sums(rows)       # ones @ rows: one BLAS call, numpy code on either backend
     np.testing.assert_allclose(got, rows.sum(axis=0), equal_nan=True, **tol)
-    np.testing.assert_array_equal(want, rows.sum(axis=0))  # the numpy backend is numpy's own sum
     assert np.isnan(got[7]) and got.dtype == dtype

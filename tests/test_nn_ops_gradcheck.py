@@ -137,8 +137,8 @@ def test_small_attention_block():
 
 # ------------------------------------------------------- gradcheck itself
 class WrongMul(ops.Mul):
-    def backward(self, grad):
-        grad_a, grad_b = super().backward(grad)
+    def backward(self, grad, *, a, b):
+        grad_a, grad_b = super().backward(grad, a=a, b=b)
         return grad_a, grad_b * 1.5      # wrong for input 1
 
 

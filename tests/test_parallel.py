@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from minigrad import parallel
-from minigrad.threads import blas_threads
+from transformer.threads import blas_threads
 
 
 def both_ways(a, b):

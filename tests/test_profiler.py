@@ -1,12 +1,15 @@
 """minigrad.profile(): every op of a training step, forward and backward, with its path; the
-rows account for the step's time; nothing recorded (and one attribute read) when off."""
+rows account for the step's time; nothing recorded when off; a profile watches its own thread
+only, and what is computed is the same profiled or not (second derivatives included)."""
+import threading
+
 import numpy as np
 import pytest
 
 import minigrad
-from minigrad import Tensor, kernels, profiler
+from minigrad import Tensor, autograd, detect_anomaly, kernels
 from minigrad import functional as F
-from minigrad.kernels import registry
+from minigrad.observers import watching
 from transformer.model import ModelConfig
 from transformer.training import TrainConfig, Trainer
 
@@ -51,7 +54,7 @@ def test_a_nested_call_counts_once_in_its_outer_row():
 
 
 def test_off_nothing_is_recorded_and_misuse_is_a_clear_error():
-    assert profiler.active is None and registry.path_listener is None
+    assert watching.observers == ()
     prof = minigrad.profile()
     with prof:
         with pytest.raises(RuntimeError, match="already recording"):
@@ -59,4 +62,75 @@ def test_off_nothing_is_recorded_and_misuse_is_a_clear_error():
                 pass
         with pytest.raises(RuntimeError, match="has not ended yet"):
             prof.table()
-    assert profiler.active is None and registry.path_listener is None
+    assert watching.observers == ()
+
+
+# ------------------------------------------------- watched or not, the same numbers
+def hessian_diagonal(where):
+    """d2/dx2 of sum(exp(x) * x) at x = [0.3, -1.2, 2.0], with the forward wholly, partly or not
+    at all inside a profile (or under detect_anomaly); both grads outside. Exact: exp(x) (x + 2)."""
+    x = Tensor(np.array([0.3, -1.2, 2.0]), requires_grad=True)
+    watch = detect_anomaly if where == "anomaly" else minigrad.profile
+    if where in ("whole", "anomaly"):
+        with watch():
+            y = (x.exp() * x).sum()
+    elif where == "part":
+        e = x.exp()
+        with watch():
+            y = (e * x).sum()
+    else:
+        y = (x.exp() * x).sum()
+    g, = autograd.grad(y, x, create_graph=True)
+    assert g.requires_grad
+    return np.array([autograd.grad(g[i], x, retain_graph=True)[0].data[i] for i in range(3)])
+
+
+@pytest.mark.parametrize("where", ["whole", "part", "none", "anomaly"])
+def test_second_derivatives_are_the_same_profiled_or_not(where):
+    x = np.array([0.3, -1.2, 2.0])
+    np.testing.assert_allclose(hessian_diagonal(where), np.exp(x) * (x + 2), rtol=1e-12)
+
+
+def test_the_backward_passes_profiled_too():
+    x = Tensor(np.array([0.3, -1.2, 2.0]), requires_grad=True)
+    with minigrad.profile() as prof:
+        y = (x.exp() * x).sum()
+        g, = autograd.grad(y, x, create_graph=True)
+        h = autograd.grad(g.sum(), x)[0]
+    np.testing.assert_allclose(h.data, np.exp(x.data) * (x.data + 2) + 0 * x.data, rtol=1e-12)
+    assert prof.rows[("Mul", "backward")][0] >= 2     # the first and the second backward
+
+
+def test_a_profile_sees_its_own_thread_only_and_two_threads_may_profile_at_once():
+    x = Tensor(np.ones((3, 4)), requires_grad=True)
+    inside, release = threading.Event(), threading.Event()
+    other = {}
+
+    def other_thread():
+        with minigrad.profile() as prof:         # a second profile, at the same time: allowed
+            inside.set()
+            release.wait(10)
+            (x.tanh() * 2).sum()
+        other["rows"] = set(prof.rows)
+
+    thread = threading.Thread(target=other_thread)
+    with minigrad.profile() as prof:
+        thread.start()
+        inside.wait(10)
+        x.exp().sum()
+        release.set()
+        thread.join(10)
+    assert {name for name, _ in prof.rows} == {"Exp", "Sum"}       # not the other thread's Tanh
+    assert {name for name, _ in other["rows"]} == {"Tanh", "Mul", "Sum"}
+
+
+def test_a_profile_entered_again_adds_the_blocks_rows_and_wall_time():
+    x = Tensor(np.ones(3), requires_grad=True)
+    prof = minigrad.profile()
+    with prof:
+        x.exp()
+    first = prof.wall_seconds
+    with prof:
+        x.exp()
+    assert prof.rows[("Exp", "forward")][0] == 2
+    assert prof.wall_seconds > first

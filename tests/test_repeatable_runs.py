@@ -1,6 +1,6 @@
 """The same --seed gives the same run on any load.
 
-OpenBLAS's last bits depend on its thread count (``minigrad/threads.py``), so training
+OpenBLAS's last bits depend on its thread count (``transformer/threads.py``), so training
 keeps one BLAS thread unless told otherwise and its thread policy only chooses whether
 the products' fixed pieces run one after the other or side by side
 (``minigrad/parallel.py``): nothing a busy machine changes (timing, the policy's
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from minigrad import threads
+from transformer import threads
 
 REPO = Path(__file__).resolve().parents[1]
 TIMING = ("seconds", "tokens_per_s", "elapsed", "piece_threads")   # what the load may change: speed only

@@ -332,9 +332,9 @@ def test_comparisons_give_boolean_tensors_without_grad():
 def _count_calls(monkeypatch, op_class, counter):
     original = op_class.backward
 
-    def counting(self, grad):
+    def counting(self, grad, **saved):
         counter[op_class.__name__] = counter.get(op_class.__name__, 0) + 1
-        return original(self, grad)
+        return original(self, grad, **saved)
 
     monkeypatch.setattr(op_class, "backward", counting)
 
@@ -357,9 +357,9 @@ def test_subclassed_op_backward_runs_once_in_a_diamond():
     class CountedExp(ops.Exp):
         calls = 0
 
-        def backward(self, grad):
+        def backward(self, grad, *, out):
             CountedExp.calls += 1
-            return super().backward(grad)
+            return super().backward(grad, out=out)
 
     x = leaf([0.5])
     h = CountedExp.apply(x)

@@ -1,12 +1,12 @@
-"""The BLAS thread policy (minigrad.threads): which count it picks when, fed synthetic step
+"""The BLAS thread policy (transformer.threads): which count it picks when, fed synthetic step
 times (no real timing here), the environment override, that the limit really reaches BLAS,
 and that training gives the same results with one thread and with two."""
 import numpy as np
 import pytest
 
-from minigrad import threads
+from transformer import threads
 from minigrad import parallel
-from minigrad.threads import AdaptiveThreads, TrainingThreads, blas_setting, blas_threads, decoding_threads
+from transformer.threads import AdaptiveThreads, TrainingThreads, blas_setting, blas_threads, decoding_threads
 
 QUIET = {1: 0.082, 2: 0.068}       # step seconds on a quiet 2-core machine (measured 2026-11-23)
 ONE_BUSY = {1: 0.077, 2: 0.150}    # ... with one busy background process

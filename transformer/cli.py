@@ -82,7 +82,7 @@ Ctrl-C saves the last completed step; --resume continues it exactly."""
 
 def _blas_threads(text: str):
     """argparse type: 'auto' or a thread count >= 1."""
-    from minigrad.threads import blas_setting
+    from .threads import blas_setting
     try:
         return blas_setting(text)
     except ValueError as error:

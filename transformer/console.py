@@ -60,7 +60,7 @@ class Parser(argparse.ArgumentParser):
 
     def parse_args(self, args=None, namespace=None):
         parsed = super().parse_args(args, namespace)
-        from minigrad.threads import blas_setting
+        from .threads import blas_setting
         try:
             setting = blas_setting()   # a bad MINIGRAD_BLAS_THREADS: one line now, not a traceback mid-run
         except ValueError as error:

@@ -5,7 +5,7 @@ the date's characters through its blocks) and then add one token at a time with 
 key/value caches (``decoding_steps``; the first token fed is ``<sos>``, which for the
 decoder-only model is the separator before the answer), stop a sequence at
 ``<eos>`` and run under ``no_grad`` in eval mode, with BLAS on one thread unless
-``MINIGRAD_BLAS_THREADS`` says otherwise (``minigrad.threads.decoding_threads``:
+``MINIGRAD_BLAS_THREADS`` says otherwise (``transformer.threads.decoding_threads``:
 one new token per sequence makes products too small to gain much from a second
 thread, and on a busy machine that thread stalls). They return token ids (B, max_len) padded with ``<pad>`` after
 ``<eos>``; ``dates.decode_batch`` turns them into strings.
@@ -16,7 +16,7 @@ import numpy as np
 
 from minigrad import Tensor, no_grad
 from minigrad import functional as F
-from minigrad.threads import decoding_threads
+from .threads import decoding_threads
 
 from .dates import EOS, PAD, SOS, TGT_LEN
 from .decoder_only import DecoderOnlyTransformer

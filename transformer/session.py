@@ -9,7 +9,7 @@ step lives here:
     CheckpointCadence  when to save, and the save before stopping on Ctrl-C
     step_profile       one step inside ``minigrad.profile()``, its table printed
 
-The thread policy is ``minigrad.threads.TrainingThreads``, the interrupt
+The thread policy is ``transformer.threads.TrainingThreads``, the interrupt
 ``interrupt.GracefulInterrupt``, the evaluation cadence and stopping rule
 ``Trainer._evaluation_due`` and ``stopping.TargetStop``.
 """

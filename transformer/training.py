@@ -22,7 +22,7 @@ import numpy as np
 import minigrad
 from minigrad import functional as F
 from minigrad import optim
-from minigrad.threads import TrainingThreads
+from .threads import TrainingThreads
 
 from .checkpoint import CheckpointError, check_savable, load_checkpoint, save_checkpoint
 from .config import DecoderOnlyConfig, ModelConfig, model_config_from_dict
@@ -191,12 +191,12 @@ class Trainer:
         Ctrl-C or SIGTERM: the current step finishes, a checkpoint of it is saved and
         ``TrainingInterrupted`` (a KeyboardInterrupt) is raised. ``profile_step``: that step
         runs inside ``minigrad.profile()`` and its table is printed. ``blas_threads``: a count
-        or ``"auto"`` (``minigrad.threads.TrainingThreads``; default one thread, repeatable).
+        or ``"auto"`` (``transformer.threads.TrainingThreads``; default one thread, repeatable).
         """
         log_path = log_path or os.path.join(self.out_dir, LOG_NAME)
         checkpoints = CheckpointCadence(self, checkpoint_path or os.path.join(self.out_dir, CHECKPOINT_NAME))
         clock = TrainingClock(self.elapsed)
-        blas = TrainingThreads(blas_threads)       # BLAS threads per step (minigrad/threads.py)
+        blas = TrainingThreads(blas_threads)       # BLAS threads per step (transformer/threads.py)
         stop = self.stopper.confirmed(self.step)   # a finished run resumed: nothing to train
         last_eval = None
         with TrainingLog(log_path, self.step, self.resumed_from) as log, GracefulInterrupt() as interrupt, \

@@ -3,12 +3,8 @@
 ``cache_is_cold()`` asks each kernel's cache index for code Numba would load here, so a command
 says "compiling kernels" only when it will. ``compile_training_kernels()`` compiles the registered
 kernels of stage "forward" (the fused attention's is the largest) while a child process writes
-the cache for those of stage "training": Numba compiles one function at a time per process. Numba checks only a kernel's own file before
-loading its cached code, and every kernel inlines ``simd.py``: so the cache folder records a
-hash of this package's files, and the cache indexes are dropped at import when it differs.
+the cache for those of stage "training": Numba compiles one function at a time per process.
 """
-import glob
-import hashlib
 import os
 import subprocess
 import sys
@@ -16,8 +12,8 @@ import sys
 import numba
 import numpy as np
 
-from .jit import jit
-from .registry import registered
+from . import registered
+from .jit import disk_cache
 
 
 def compiled_functions(training=True):
@@ -30,11 +26,6 @@ def compiled_functions(training=True):
     return found
 
 
-def _disk_cache(dispatcher):
-    cache = getattr(dispatcher, "_cache", None)
-    return cache if hasattr(cache, "_cache_file") else None  # NullCache: no cache=True
-
-
 def _has_code_for(dispatcher, dtype):
     """Compiled code for dtype: already in this process, or on disk and loadable."""
     numba_dtype = np.dtype(dtype).name  # "float32", as Numba names it
@@ -43,7 +34,7 @@ def _has_code_for(dispatcher, dtype):
         return any(getattr(getattr(arg, "dtype", None), "name", None) == numba_dtype for arg in signature)
     if any(for_dtype(signature) for signature in dispatcher.signatures):
         return True
-    cache = _disk_cache(dispatcher)
+    cache = disk_cache(dispatcher)
     if cache is None:
         return False
     codegen = dispatcher.targetctx.codegen()
@@ -72,7 +63,7 @@ def warm_up(stage, dtype):
 def compile_training_kernels(dtype=np.float32):
     """Compile what a training step runs: the forward kernels here, the rest in a child process
     that writes Numba's cache (if it fails, each kernel compiles on its first call)."""
-    if not any(_disk_cache(f) for f in compiled_functions()):
+    if not any(disk_cache(f) for f in compiled_functions()):
         return
     package_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     path = os.pathsep.join(p for p in (package_parent, os.environ.get("PYTHONPATH")) if p)
@@ -87,41 +78,3 @@ def compile_training_kernels(dtype=np.float32):
         if child.poll() is None:  # interrupted: stop the child too
             child.kill()
             child.wait()
-
-
-@jit()
-def _probe():
-    """A function of this package's cache folder, to find that folder."""
-    return 0
-
-
-def _drop_cache_of_other_sources():
-    """Drop the kernels' cache indexes (``*.nbi``, one cache folder for this package) when they
-    were written for other sources: Numba then compiles on first calls and writes new ones."""
-    cache = _disk_cache(_probe)
-    if cache is None:
-        return
-    digest = hashlib.sha256()
-    for path in sorted(glob.glob(os.path.join(os.path.dirname(os.path.abspath(__file__)), "*.py"))):
-        with open(path, "rb") as source:
-            digest.update(source.read())
-    folder, stamp = cache._cache_path, digest.hexdigest()
-    record = os.path.join(folder, "minigrad-kernel-sources")
-    try:
-        with open(record) as file:
-            if file.read().strip() == stamp:
-                return
-    except OSError:
-        pass  # no record yet: drop whatever is there, it may be from other sources
-    try:
-        for name in os.listdir(folder) if os.path.isdir(folder) else ():
-            if name.endswith(".nbi"):
-                os.remove(os.path.join(folder, name))
-        os.makedirs(folder, exist_ok=True)
-        with open(record, "w") as file:
-            file.write(stamp + "\n")
-    except OSError:  # a read-only cache folder: Numba does not write there either
-        pass
-
-
-_drop_cache_of_other_sources()

@@ -1,7 +1,7 @@
-"""Batched matrix product: a Numba kernel for batches of small matrices, BLAS for the rest.
+"""Batched matrix product: a Numba kernel for batches of small matrices.
 
-``matmul(a, b)``, registered for ``ops/matmul.py``'s ``matmul_arrays``, is ``a @ b`` with
-numpy's broadcasting. Attention run op by op multiplies
+``matmul(a, b)``, registered for ``ops/matmul.py``'s ``matmul_arrays`` where it fits, is
+``a @ b`` with numpy's broadcasting. Attention run op by op multiplies
 hundreds of tiny matrices per call (128 sentences x 4 heads, 12-19 positions, 16 features),
 where ``np.matmul`` calls BLAS once per matrix; the kernel does the batch in one call,
 reading the strided head views in place. ``matmul_loops`` is the kernel as plain loops.
@@ -123,16 +123,9 @@ def _example(rng, dtype, size):
             rng.standard_normal((batch, length, columns)).astype(dtype))
 
 
-@kernel_for(matmul_arrays, fits=lambda a, b: a.ndim >= 2 and b.ndim >= 2, example=_example,
-            compiled=[_matmul_kernel])
+@kernel_for(matmul_arrays, fits=_use_numba_matmul, example=_example, compiled=[_matmul_kernel])
 def matmul(a, b):
-    """``a @ b`` for arrays with ndim >= 2 (batch dims broadcast like np.matmul)."""
-    if not _use_numba_matmul(a, b):
-        if b.ndim == 2 and a.ndim > 2 and a.dtype == b.dtype and a.shape[-1] == b.shape[0]:
-            # one shared weight: fold the batch into the rows, one BLAS call
-            rows = a.reshape(-1, a.shape[-1])
-            return np.matmul(rows, b).reshape(a.shape[:-1] + (b.shape[-1],))
-        return np.matmul(a, b)
+    """``a @ b`` for a batch of small matrices (batch dims broadcast like np.matmul)."""
     return _matmul_batched(a, b)
 
 

@@ -1,33 +1,19 @@
-"""Kernels are accelerators registered for an op's numpy function.
-
-An op writes its math once, as plain numpy, in its own file, and marks the functions a
-kernel may run instead with ``@accelerated``:
-
-    @accelerated
-    def softmax(x):                       # ops/softmax.py: the definition a learner reads
-        ...numpy...
-
-A kernel file registers a faster version of that function, saying where it fits and how
-to compile it ahead of time:
+"""Kernels are accelerators registered for an op's ``@accelerated`` numpy function
+(``minigrad/accelerated.py``). A kernel file registers a faster version of that function,
+saying where it fits and how to compile it ahead of time:
 
     @kernel_for(softmax, fits=float_rows, example=row_example, stage="training")
     def softmax_kernel(x):                # kernels/softmax_kernels.py: same arguments, same result
         ...
 
-A call of ``softmax(x)`` runs the kernel when one is registered, the Numba backend is
-selected (``use_backend("numpy")`` or ``MINIGRAD_KERNELS=numpy`` turn kernels off) and
-``fits(x)`` is true; otherwise the numpy definition. That choice is made here and nowhere
-else. ``registered()`` lists every kernel: the compile cache, the kernel-vs-numpy tests and
+A call of ``softmax(x)`` then runs the kernel when the Numba backend is selected and
+``fits(x)`` is true; otherwise the numpy definition (decided in ``accelerated.py`` alone).
+``registered()`` lists every kernel: the compile cache, the kernel-vs-numpy tests and
 ``examples/benchmark_kernels.py`` iterate it.
 """
-import functools
-
-from . import backend
+from ..accelerated import Accelerated
 
 _registry = []
-# The profiler (minigrad/profiler.py) sets this to a function that runs the call and notes
-# which path it took; None when not profiling, so the hot path pays one global read.
-path_listener = None
 
 
 class Kernel:
@@ -58,36 +44,6 @@ class Kernel:
 
     def __repr__(self):
         return f"<kernel for {self.op.__module__}.{self.name}>"
-
-
-class Accelerated:
-    """An op's numpy function that a registered kernel may run instead (see the module doc).
-
-    ``numpy`` is the plain function, ``kernel`` the registered Kernel or None."""
-
-    def __init__(self, numpy_function):
-        functools.update_wrapper(self, numpy_function)
-        self.numpy = numpy_function
-        self.kernel = None
-
-    def runs_kernel(self, args):
-        """The one fallback rule: the kernel runs when there is one, the Numba backend is
-        selected and the kernel fits these arguments; otherwise the numpy function."""
-        kernel = self.kernel
-        return kernel is not None and backend._backend == "numba" and kernel.fits(*args)
-
-    def __call__(self, *args):
-        if path_listener is not None:
-            return path_listener(self, args)
-        return self.kernel.run(*args) if self.runs_kernel(args) else self.numpy(*args)
-
-    def __repr__(self):
-        return f"<accelerated {self.__module__}.{self.__name__}>"
-
-
-def accelerated(numpy_function):
-    """Decorator for an op's numpy function: calls go to its kernel when one is registered and fits."""
-    return Accelerated(numpy_function)
 
 
 def kernel_for(op, *, fits, example, stage=None, compiled=()):

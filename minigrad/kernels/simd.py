@@ -5,7 +5,7 @@ The model's rows are short (12-19 attention positions, 16 features per head) and
 auto-vectoriser leaves such loops scalar; ``vload(row, j, n, fill)`` reads ``row[j:j+n]``
 as one vector (lanes past n hold ``fill``), so a row of 19 is three vector steps.
 Each helper is a plain Python function on small arrays: what it means, and what runs under
-``NUMBA_DISABLE_JIT=1``. ``simd_codegen.py`` (skip it) tells Numba how to compile them.
+``NUMBA_DISABLE_JIT=1``. ``simd_codegen.py`` (skip it) tells Numba how to compile them; ``jit.py`` loads it.
 """
 import os
 
@@ -143,5 +143,3 @@ def exp_nonpositive(t):
     """exp(t) lane by lane for t <= 0 (see above)."""
     return _exp_nonpositive_f32(t) if t.dtype == np.float32 else _exp_nonpositive_f64(t)
 
-
-from . import simd_codegen  # noqa: E402,F401  (teaches Numba the functions above)

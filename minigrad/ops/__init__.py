@@ -1,7 +1,7 @@
 """Every differentiable op, one small class each (forward, backward and tangent rule together).
 
 An op's math is plain numpy in its file; the functions a registered kernel may replace
-are marked ``@accelerated`` (``kernels/registry.py``). A fused op has a ``composition``:
+are marked ``@accelerated`` (``minigrad/accelerated.py``). A fused op has a ``composition``:
 the same op from public ops, taking ``forward``'s arguments as Tensors.
 
     arithmetic.py  Add Sub Mul Div Neg Pow ScalarBasePow
@@ -15,7 +15,7 @@ the same op from public ops, taking ``forward``'s arguments as Tensors.
     attention.py   SelfAttentionCore CrossAttentionCore (the fused attention step)
     xp.py          the array functions rules share between numpy arrays and Tensors
 """
-from .arithmetic import Add, Div, Mul, Neg, Pow, ScalarBasePow, Sub
+from .arithmetic import Add, Div, Mul, Neg, Pow, ScalarBasePow, Sub, scalar_base_pow
 from .attention import CrossAttentionCore, SelfAttentionCore
 from .checks import normalize_axis, normalize_axes
 from .elementwise import Abs, Cast, Clamp, Exp, GELU, Log, ReLU, Sigmoid, Sqrt, Tanh

@@ -7,7 +7,7 @@ arrays (first order) and on Tensors (``create_graph=True``, nested forward
 mode): ``differentiable_backward = True``, see ``function.py``."""
 import numpy as np
 
-from ..function import Function
+from ..function import Function, tangent_sum
 from . import xp
 from .checks import broadcast_shape, unwrap
 
@@ -24,7 +24,7 @@ class Add(Function):
         return grad, grad
 
     def jvp(self, da, db):
-        return da + db
+        return tangent_sum(da, db)
 
 
 class Sub(Function):
@@ -39,7 +39,7 @@ class Sub(Function):
         return grad, (-grad if self.needs_input_grad[1] else None)
 
     def jvp(self, da, db):
-        return da - db
+        return tangent_sum(da, None if db is None else -db)
 
 
 class Mul(Function):
@@ -48,16 +48,15 @@ class Mul(Function):
     def forward(self, a, b):
         if a.shape != b.shape:
             broadcast_shape("mul", a.shape, b.shape)
-        self.a, self.b = a, b
         return a * b
 
-    def backward(self, grad):
+    def backward(self, grad, *, a, b):
         need_a, need_b = self.needs_input_grad
-        return (grad * self.b if need_a else None,
-                grad * self.a if need_b else None)
+        return (grad * b if need_a else None,
+                grad * a if need_b else None)
 
-    def jvp(self, da, db):
-        return da * self.b + self.a * db
+    def jvp(self, da, db, *, a, b):
+        return tangent_sum(None if da is None else da * b, None if db is None else a * db)
 
 
 class Div(Function):
@@ -66,17 +65,16 @@ class Div(Function):
     def forward(self, a, b):
         if a.shape != b.shape:
             broadcast_shape("div", a.shape, b.shape)
-        self.a, self.b = a, b
         return a / b
 
-    def backward(self, grad):
+    def backward(self, grad, *, a, b):
         need_a, need_b = self.needs_input_grad
-        grad_a = grad / self.b
+        grad_a = grad / b
         return (grad_a if need_a else None,
-                -grad_a * self.a / self.b if need_b else None)
+                -grad_a * a / b if need_b else None)
 
-    def jvp(self, da, db):
-        return (da - db * self.a / self.b) / self.b      # (da b - a db) / b^2
+    def jvp(self, da, db, *, a, b):
+        return tangent_sum(None if da is None else da / b, None if db is None else -db * a / b / b)
 
 
 class Neg(Function):
@@ -97,48 +95,53 @@ class Pow(Function):
     differentiable_backward = True
 
     def forward(self, a, exponent):
-        p = _constant_exponent(exponent)
-        self.a, self.p = a, p
-        return a ** p
+        self.p = _constant_exponent(exponent)
+        return a ** self.p
 
-    def backward(self, grad):
+    def backward(self, grad, *, a):
         if self.p == 0:
             return xp.zeros_like(grad)     # x**0 is constant (avoid 0 * 0**-1 = nan at x = 0)
-        return grad * (self.p * self.a ** (self.p - 1))
+        return grad * (self.p * a ** (self.p - 1))
 
     jvp = backward      # elementwise: the Jacobian is diagonal, so J v and v J are the same product
 
 
 class ScalarBasePow(Function):
-    """base ** x for a constant base (``2 ** x``); d/dx = base ** x * log(base).
+    """base ** x for a constant base (``2 ** x``; the base is an input without gradient);
+    d/dx = base ** x * log(base).
 
     As in PyTorch, the gradient is 0 where base == 0 and x >= 0 (instead of 0 * -inf)."""
     differentiable_backward = True
-    saved_constants = ("log_base",)     # log(base): the base is a constant
 
     def forward(self, a, base):
-        if getattr(base, "requires_grad", False):
-            raise TypeError("pow: the base must be a constant here; for a tensor base that needs a "
-                            "gradient write base ** x as exp(x * log(base))")
-        base = np.asarray(unwrap(base))
-        if base.dtype.kind not in "iuf":
-            raise TypeError(f"pow: the base must be a number, got dtype {base.dtype}")
-        if a.dtype.kind == "f":
-            base = base.astype(a.dtype)
-        broadcast_shape("pow", base.shape, a.shape)
-        self.out = base ** a
-        with np.errstate(divide="ignore", invalid="ignore"):     # log(0) = -inf, log(-2) = nan: kept
-            self.log_base = np.log(base) if self.out.dtype.kind == "f" else None
         self.zero_base_ok = (base == 0) & (a >= 0)
-        return self.out
+        return base ** a
 
-    def backward(self, grad):
-        with np.errstate(invalid="ignore"):
-            slope = self.out * self.log_base
-        slope = xp.where(self.zero_base_ok, slope.dtype.type(0), slope)
-        return grad * slope
+    def backward(self, grad, *, base, out):
+        return grad * self._slope(base, out), None
 
-    jvp = backward      # elementwise: the Jacobian is diagonal
+    def jvp(self, da, dbase, *, base, out):
+        return da * self._slope(base, out)      # the base is a constant: no tangent of its own
+
+    def _slope(self, base, out):
+        with np.errstate(divide="ignore", invalid="ignore"):     # log(0) = -inf, log(-2) = nan: kept
+            slope = out * xp.log(base)
+        return xp.where(self.zero_base_ok, slope.dtype.type(0), slope)
+
+
+def scalar_base_pow(x, base):
+    """``base ** x`` for a constant base (a number or an array without gradient)."""
+    from ..tensor import Tensor
+    if getattr(base, "requires_grad", False):
+        raise TypeError("pow: the base must be a constant here; for a tensor base that needs a "
+                        "gradient write base ** x as exp(x * log(base))")
+    base = np.asarray(unwrap(base))
+    if base.dtype.kind not in "iuf":
+        raise TypeError(f"pow: the base must be a number, got dtype {base.dtype}")
+    if x.dtype.kind == "f":
+        base = base.astype(x.dtype)
+    broadcast_shape("pow", base.shape, x.shape)
+    return ScalarBasePow.apply(x, Tensor._from_op(base, None))
 
 
 def _constant_exponent(exponent):

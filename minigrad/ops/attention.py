@@ -29,9 +29,9 @@ import math
 
 import numpy as np
 
+from ..accelerated import accelerated
 from ..function import Function
-from ..kernels.registry import accelerated
-from .softmax import softmax
+from .softmax import softmax, softmax_backward
 
 
 def split_heads(x, num_heads):
@@ -83,7 +83,7 @@ def attention_backward(grad, q, k, v, weights, num_heads, columns):
     g_h = split_heads(grad, num_heads)
     scale = q.dtype.type(1 / math.sqrt(q_h.shape[-1]))
     d_weights = g_h @ v_h.swapaxes(-1, -2)
-    d_scores = weights * (d_weights - np.sum(weights * d_weights, axis=-1, keepdims=True)) * scale
+    d_scores = softmax_backward.numpy(weights, d_weights) * scale
     d_scores = np.where(weights == 0, q.dtype.type(0), d_scores)  # hidden keys: no gradient, even from NaN
     parts = (d_scores @ k_h, d_scores.swapaxes(-1, -2) @ q_h, weights.swapaxes(-1, -2) @ g_h)
     for d, c, part in zip(grads, columns, parts):
@@ -165,4 +165,3 @@ class CrossAttentionCore(_AttentionCore):
         return attention_composition(q, kv[..., :width], kv[..., width:], num_heads, allowed, weights_out)
 
 
-from ..kernels import attention_kernels  # noqa: E402,F401  (registers the kernels of the functions above)

@@ -7,52 +7,49 @@ it runs on numpy arrays and on Tensors alike (``differentiable_backward``, see
 same product as the backward (v J): ``_Elementwise.jvp`` is the backward."""
 import numpy as np
 
+from ..accelerated import accelerated
 from ..function import Function
-from ..kernels.registry import accelerated
 from . import xp
 
 
 class _Elementwise(Function):
     differentiable_backward = True
 
-    def jvp(self, tangent):
-        return self.backward(tangent)     # diagonal Jacobian: J v = v J
+    def __init_subclass__(cls, **kwargs):
+        cls.jvp = cls.backward            # diagonal Jacobian: J v = v J, the same product
+        super().__init_subclass__(**kwargs)
 
 
 class Exp(_Elementwise):
     def forward(self, a):
-        self.out = np.exp(a)
-        return self.out
+        return np.exp(a)
 
-    def backward(self, grad):
-        return grad * self.out
+    def backward(self, grad, *, out):
+        return grad * out
 
 
 class Log(_Elementwise):
     def forward(self, a):
-        self.a = a
         return np.log(a)
 
-    def backward(self, grad):
-        return grad / self.a
+    def backward(self, grad, *, a):
+        return grad / a
 
 
 class Sqrt(_Elementwise):
     def forward(self, a):
-        self.out = np.sqrt(a)
-        return self.out
+        return np.sqrt(a)
 
-    def backward(self, grad):
-        return grad / (2 * self.out)
+    def backward(self, grad, *, out):
+        return grad / (2 * out)
 
 
 class Tanh(_Elementwise):
     def forward(self, a):
-        self.out = np.tanh(a)
-        return self.out
+        return np.tanh(a)
 
-    def backward(self, grad):
-        return grad * (1 - self.out * self.out)
+    def backward(self, grad, *, out):
+        return grad * (1 - out * out)
 
 
 class Sigmoid(_Elementwise):
@@ -60,22 +57,20 @@ class Sigmoid(_Elementwise):
 
     def forward(self, a):
         e = np.exp(-np.abs(a))
-        self.out = np.where(a >= 0, 1 / (1 + e), e / (1 + e))
-        return self.out
+        return np.where(a >= 0, 1 / (1 + e), e / (1 + e))
 
-    def backward(self, grad):
-        return grad * (self.out * (1 - self.out))
+    def backward(self, grad, *, out):
+        return grad * (out * (1 - out))
 
 
 class Abs(_Elementwise):
-    """|x|; the gradient at 0 is 0 (sign(0), as in PyTorch)."""
+    """|x|; the gradient at 0 and at NaN is 0 (PyTorch's sgn: sgn(0) = sgn(NaN) = 0)."""
 
     def forward(self, a):
-        self.a = a
         return np.abs(a)
 
-    def backward(self, grad):
-        return grad * xp.sign(self.a)
+    def backward(self, grad, *, a):
+        return grad * xp.sign(a)
 
 
 class Clamp(_Elementwise):
@@ -100,7 +95,8 @@ class Clamp(_Elementwise):
         return out
 
     def backward(self, grad):
-        return grad * self.keep
+        # a selection, not a product: a NaN output gradient where x was clamped gives 0 (PyTorch)
+        return xp.where(self.keep, grad, grad.dtype.type(0))
 
 
 def _bound(value, dtype, which):
@@ -131,18 +127,17 @@ class ReLU(_Elementwise):
     Arrays take the kernel; Tensors (beyond first order) the numpy lines of ``relu_backward``."""
 
     def forward(self, a):
-        self.out = relu(a)
-        return self.out
+        return relu(a)
 
-    def backward(self, grad):
-        return xp.call(relu_backward, self.out, grad)
+    def backward(self, grad, *, out):
+        return xp.call(relu_backward, out, grad)
 
 
 class GELU(Function):
     """GELU with the tanh approximation (PyTorch's ``approximate='tanh'``):
     0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 
-    Its backward uses ``t``, an intermediate of forward, so beyond first order
+    Its backward uses ``t``, an intermediate forward keeps on the op, so beyond first order
     it is differentiated through ``composition``, the same formula in named ops."""
 
     @staticmethod
@@ -152,12 +147,11 @@ class GELU(Function):
 
     def forward(self, a):
         c = a.dtype.type(np.sqrt(2 / np.pi))
-        self.a = a
         self.t = np.tanh(c * (a + a.dtype.type(0.044715) * a ** 3))
         return a.dtype.type(0.5) * a * (1 + self.t)
 
-    def backward(self, grad):
-        a, t = self.a, self.t
+    def backward(self, grad, *, a):
+        t = self.t
         c = a.dtype.type(np.sqrt(2 / np.pi))
         dinner = c * (1 + a.dtype.type(3 * 0.044715) * a * a)
         return grad * (a.dtype.type(0.5) * (1 + t) + a.dtype.type(0.5) * a * (1 - t * t) * dinner)
@@ -177,4 +171,3 @@ class Cast(Function):
         return tangent.astype(self.dtype)
 
 
-from ..kernels import relu_kernels  # noqa: E402,F401  (registers kernels for relu and its backward)

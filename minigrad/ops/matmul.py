@@ -1,21 +1,25 @@
 """Matrix product, 2-D and batched with broadcast batch dimensions.
 
-The arithmetic is ``matmul_arrays``, numpy's ``np.matmul`` (BLAS);
-``kernels/matmul_kernels.py`` registers a version that picks, by shape, a Numba
-kernel for batches of small matrices or one BLAS call over folded rows.
+The arithmetic is ``matmul_arrays``: ``a @ b`` (BLAS), with a batch times one shared matrix
+folded into the rows (one BLAS call, ``parallel.over_rows``). ``kernels/matmul_kernels.py``
+registers a Numba kernel for batches of small matrices (op-by-op attention), where one BLAS
+call per matrix is slow.
 """
-import numpy as np
+import operator
 
-from ..function import Function
-from ..kernels.registry import accelerated
+from ..accelerated import accelerated
+from ..function import Function, tangent_sum
+from ..parallel import over_rows, summed_over_rows
 from . import xp
 from .checks import broadcast_shape
 
 
 @accelerated
 def matmul_arrays(a, b):
-    """a @ b for arrays with ndim >= 2 (batch dimensions broadcast): ``np.matmul``, and
-    for Tensors the MatMul op (``xp.call`` runs this line on Tensors beyond first order)."""
+    """a @ b for ndim >= 2 (batch dimensions broadcast); a batch times one matrix (x @ W) as one
+    product of the folded rows. The same lines run on Tensors (``xp.call``, beyond first order)."""
+    if b.ndim == 2 and a.ndim > 2:
+        return over_rows(operator.matmul, a, b)
     return a @ b
 
 
@@ -31,11 +35,9 @@ class MatMul(Function):
                              f"of the left ({a.shape[-1]}) must equal the second-to-last of the right "
                              f"({b.shape[-2]})")
         broadcast_shape(f"matmul of {a.shape} and {b.shape} (batch dimensions)", a.shape[:-2], b.shape[:-2])
-        self.a, self.b = a, b
         return matmul_arrays(a, b)
 
-    def backward(self, grad):
-        a, b = self.a, self.b
+    def backward(self, grad, *, a, b):
         need_a, need_b = self.needs_input_grad
         grad_a = xp.call(matmul_arrays, grad, b.swapaxes(-1, -2)) if need_a else None  # dA = g @ B^T
         grad_b = None
@@ -46,14 +48,14 @@ class MatMul(Function):
                 grad_b = xp.call(matmul_arrays, a.swapaxes(-1, -2), grad)  # dB = A^T @ g; the engine sums broadcast batch dims
         return grad_a, grad_b
 
-    def jvp(self, da, db):
-        return xp.call(matmul_arrays, da, self.b) + xp.call(matmul_arrays, self.a, db)
+    def jvp(self, da, db, *, a, b):
+        return tangent_sum(None if da is None else xp.call(matmul_arrays, da, b),
+                           None if db is None else xp.call(matmul_arrays, a, db))
 
 
 def shared_weight_grad(x, grad):
-    """Gradient of W in x @ W for x (..., in), W (in, out): fold the batch into the
-    rows so one BLAS call does the sum over every row."""
-    return xp.call(matmul_arrays, x.reshape(-1, x.shape[-1]).T, grad.reshape(-1, grad.shape[-1]))
+    """Gradient of W in x @ W for x (..., in), W (in, out): one product of the folded rows."""
+    return summed_over_rows(lambda left, right: xp.call(matmul_arrays, left, right), x, grad)
 
 
 def matmul(a, b):
@@ -75,4 +77,3 @@ def matmul(a, b):
     return MatMul.apply(a, b)
 
 
-from ..kernels import matmul_kernels  # noqa: E402,F401  (registers a kernel for matmul_arrays)

@@ -50,7 +50,8 @@ class Mean(Function):
 
 class _Extreme(Function):
     """max or min; ties share the gradient equally (like ``torch.amax``/``amin``), and the
-    tangent is the mean of the tied entries' tangents (the same rule, transposed)."""
+    tangent is the mean of the tied entries' tangents (the same rule, transposed). NaN rules
+    as PyTorch's: docs/nan-rules.md."""
     pick = None
     differentiable_backward = True
 
@@ -66,8 +67,11 @@ class _Extreme(Function):
     def backward(self, grad):
         if not self.keepdims:
             grad = xp.expand_dims(grad, self.axes)
-        ties = self.is_extreme.sum(axis=self.axes, keepdims=True)
-        return xp.where(self.is_extreme, grad / ties.astype(grad.dtype), grad.dtype.type(0))
+        ties = self.is_extreme.sum(axis=self.axes, keepdims=True).astype(grad.dtype)
+        # a product, not a selection, as torch.amax: a slice whose extreme is NaN (no entry equals
+        # it, 0 ties) gets NaN throughout, and so does a slice with a NaN or inf output gradient
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return grad / ties * self.is_extreme.astype(grad.dtype)
 
     def jvp(self, tangent):
         ties = self.is_extreme.sum(axis=self.axes, keepdims=True).astype(tangent.dtype)

@@ -181,13 +181,14 @@ class Concatenate(Function):
         _check_same_shapes("concatenate", arrays, skip_axis=axis)
         self.axis = axis
         self.splits = np.cumsum([a.shape[axis] for a in arrays])[:-1]
+        self.shapes = [a.shape for a in arrays]
         return np.concatenate(arrays, axis=axis)
 
     def backward(self, grad):
         return xp.split(grad, self.splits, axis=self.axis)
 
     def jvp(self, *tangents):
-        return xp.concatenate(tangents, axis=self.axis)
+        return xp.concatenate(_zeros_for_constants(tangents, self.shapes), axis=self.axis)
 
 
 class Stack(Function):
@@ -196,13 +197,21 @@ class Stack(Function):
     def forward(self, *arrays, axis=0):
         self.axis = normalize_axis(axis, arrays[0].ndim + 1, "stack")
         _check_same_shapes("stack", arrays)
+        self.shapes = [a.shape for a in arrays]
         return np.stack(arrays, axis=self.axis)
 
     def backward(self, grad):
         return xp.unstack(grad, self.axis)
 
     def jvp(self, *tangents):
-        return xp.stack(tangents, axis=self.axis)
+        return xp.stack(_zeros_for_constants(tangents, self.shapes), axis=self.axis)
+
+
+def _zeros_for_constants(tangents, shapes):
+    """The tangents with zeros for the inputs that have none (constants): a piece of a
+    concatenation is copied, never multiplied, so zeros are exact there."""
+    like = next(t for t in tangents if t is not None)
+    return [xp.zeros(shape, like) if t is None else t for t, shape in zip(tangents, shapes)]
 
 
 def _check_same_shapes(op, arrays, skip_axis=None):

@@ -9,8 +9,8 @@ registers faster versions of the ones marked ``@accelerated``.
 """
 import numpy as np
 
+from ..accelerated import accelerated
 from ..function import Function
-from ..kernels.registry import accelerated
 from . import xp
 from .checks import normalize_axis
 
@@ -83,20 +83,19 @@ class _LastAxisOp(Function):
         self.moved = self.axis != a.ndim - 1
         x = np.moveaxis(a, self.axis, -1) if self.moved else a
         out = self.rows_forward(x)
-        self.out = np.moveaxis(out, -1, self.axis) if self.moved else out   # saved: the output itself
-        return self.out
+        return np.moveaxis(out, -1, self.axis) if self.moved else out
 
-    def backward(self, grad):
-        return self._by_rows(self.rows_backward, grad)
+    def backward(self, grad, *, out):
+        return self._by_rows(self.rows_backward, out, grad)
 
-    def jvp(self, tangent):
-        return self._by_rows(self.rows_jvp, tangent)
+    def jvp(self, tangent, *, out):
+        return self._by_rows(self.rows_jvp, out, tangent)
 
-    def _by_rows(self, rule, vector):
-        """``rule(output, vector)`` with the op's axis moved last for the call, then back."""
+    def _by_rows(self, rule, out, vector):
+        """``rule(out, vector)`` with the op's axis moved last for the call, then back."""
         if not self.moved:
-            return xp.call(rule, self.out, vector)
-        rows = xp.call(rule, xp.moveaxis(self.out, self.axis, -1), xp.moveaxis(vector, self.axis, -1))
+            return xp.call(rule, out, vector)
+        rows = xp.call(rule, xp.moveaxis(out, self.axis, -1), xp.moveaxis(vector, self.axis, -1))
         return xp.moveaxis(rows, -1, self.axis)
 
 
@@ -111,4 +110,3 @@ class LogSoftmax(_LastAxisOp):
     rows_jvp = staticmethod(log_softmax_jvp)
 
 
-from ..kernels import softmax_kernels  # noqa: E402,F401  (registers kernels for the functions above)

@@ -44,6 +44,10 @@ def exp(x):
     return x.exp() if _is_tensor(x) else np.exp(x)
 
 
+def log(x):
+    return x.log() if _is_tensor(x) else np.log(x)
+
+
 def constant(x):
     """The values of ``x`` as an array: for masks and the like, which carry no derivative."""
     return x.data if _is_tensor(x) else x
@@ -57,6 +61,14 @@ def moveaxis(x, source, destination):
     return np.moveaxis(x, source, destination)
 
 
+def zeros(shape, like):
+    """Zeros of ``shape`` in ``like``'s dtype: a constant Tensor if ``like`` is a Tensor, else an array."""
+    if _is_tensor(like):
+        from ..tensor import Tensor
+        return Tensor._from_op(np.zeros(shape, like.dtype), None)
+    return np.zeros(shape, like.dtype)
+
+
 def zeros_like(x):
     if _is_tensor(x):
         from ..tensor import Tensor
@@ -65,11 +77,13 @@ def zeros_like(x):
 
 
 def sign(x):
-    """The sign as a constant (its derivative is 0 wherever it exists)."""
+    """The sign as a constant (its derivative is 0 wherever it exists); 0 at NaN, as
+    PyTorch's sign (numpy's is NaN there)."""
     if _is_tensor(x):
         from ..tensor import Tensor
-        return Tensor._from_op(np.sign(x.data), None)
-    return np.sign(x)
+        return Tensor._from_op(sign(x.data), None)
+    s = np.sign(x)
+    return np.where(s == s, s, s.dtype.type(0)) if s.dtype.kind == "f" else s
 
 
 def expand_dims(x, axes):

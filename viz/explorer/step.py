@@ -168,10 +168,11 @@ def _number(x):
 
 
 def _saved_arrays(fn):
-    """The numpy arrays (and numbers) an op kept on itself for its backward."""
-    kept = []
+    """The numpy arrays (and numbers) an op kept for its backward: what its rule reads
+    (``fn.saved``), then what it kept on itself."""
+    kept = list(getattr(fn, "saved", {}).items())
     for attribute, value in vars(fn).items():
-        if attribute in ("inputs", "needs_input_grad", "recorded_at", "created_at", "scope"):
+        if attribute in ("inputs", "needs_input_grad", "recorded_at", "created_at", "scope", "saved"):
             continue
         if isinstance(value, np.ndarray):
             kept.append((attribute, value))

@@ -29,7 +29,7 @@ from collections import Counter, deque
 
 import numpy  # noqa: F401  (threadpoolctl only finds BLAS libraries that are already loaded)
 
-from .parallel import piece_workers
+from minigrad.parallel import piece_workers
 
 ENV_VAR = "MINIGRAD_BLAS_THREADS"
 TRAINING_DEFAULT = "auto"  # one BLAS thread, the pieces on one or two threads: repeatable and fast

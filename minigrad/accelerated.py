@@ -1,0 +1,110 @@
+"""``@accelerated``: an op's numpy function that a Numba kernel may run instead, and the switch.
+
+An op writes its math once, as plain numpy, in its own file, and marks the functions a
+kernel may replace:
+
+    @accelerated
+    def softmax(x):                       # ops/softmax.py: the definition a learner reads
+        ...numpy...
+
+``minigrad/kernels/`` registers kernels for these functions (``kernels/registry.py``:
+``@kernel_for``). The ops never import the kernels: the first call of an accelerated function
+on the Numba backend imports ``minigrad.kernels`` (and so Numba), which registers every kernel.
+With ``MINIGRAD_KERNELS=numpy`` (or ``use_backend("numpy")``) nothing of Numba is ever loaded.
+
+A call runs the kernel when one is registered, the Numba backend is selected and the kernel's
+``fits(*args)`` is true; otherwise the numpy definition. That choice is made here and nowhere
+else, and the profiler is told which path each call took (``minigrad/observers.py``).
+"""
+import contextlib
+import functools
+import importlib
+import os
+
+from .observers import call as observed_call, watching
+
+BACKENDS = ("numba", "numpy")
+KERNEL_PACKAGE = "minigrad.kernels"     # imported on the first call that may run a kernel
+
+
+def _checked_backend(name):
+    if name not in BACKENDS:
+        raise ValueError(f"unknown kernel backend {name!r}; valid names: {', '.join(BACKENDS)}")
+    return name
+
+
+_backend = _checked_backend(os.environ.get("MINIGRAD_KERNELS", "numba"))
+_kernels_loaded = False
+
+
+def load_kernels():
+    """Import the kernel package once: each kernel file registers itself (this loads Numba)."""
+    global _kernels_loaded
+    if not _kernels_loaded:
+        importlib.import_module(KERNEL_PACKAGE).load()
+        _kernels_loaded = True
+
+
+class Accelerated:
+    """An op's numpy function that a registered kernel may run instead (see the module doc).
+
+    ``numpy`` is the plain function, ``kernel`` the registered Kernel or None."""
+
+    def __init__(self, numpy_function):
+        functools.update_wrapper(self, numpy_function)
+        self.numpy = numpy_function
+        self.kernel = None
+
+    def runs_kernel(self, args):
+        """The one fallback rule: the kernel runs when there is one, the Numba backend is
+        selected and the kernel fits these arguments; otherwise the numpy function."""
+        if _backend != "numba":
+            return False
+        if not _kernels_loaded:
+            load_kernels()
+        kernel = self.kernel
+        return kernel is not None and kernel.fits(*args)
+
+    def __call__(self, *args):
+        # runs_kernel, written out: this runs a few times per op of every training step
+        if not _kernels_loaded and _backend == "numba":
+            load_kernels()
+        kernel = self.kernel
+        run = kernel.run if kernel is not None and _backend == "numba" and kernel.fits(*args) else self.numpy
+        if watching.observers:      # the profiler notes which path this call took
+            return observed_call(self, "numpy" if run is self.numpy else "kernel", run, *args)
+        return run(*args)
+
+    def __repr__(self):
+        return f"<accelerated {self.__module__}.{self.__name__}>"
+
+
+def accelerated(numpy_function):
+    """Decorator for an op's numpy function: calls go to its kernel when one is registered and fits."""
+    return Accelerated(numpy_function)
+
+
+def set_backend(name):
+    """Use the Numba kernels ("numba") or the ops' plain numpy functions ("numpy")."""
+    global _backend
+    _backend = _checked_backend(name)
+
+
+def get_backend():
+    return _backend
+
+
+def numpy_selected():
+    """True when the ops' numpy functions are selected."""
+    return _backend == "numpy"
+
+
+@contextlib.contextmanager
+def use_backend(name):
+    """``with use_backend("numpy"): ...`` runs the block on the given backend."""
+    previous = get_backend()
+    set_backend(name)
+    try:
+        yield
+    finally:
+        set_backend(previous)
