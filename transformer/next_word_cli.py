@@ -30,8 +30,9 @@ TRAIN_DESCRIPTION = """\
 Train the decoder-only model to predict the next word of the generated language, until
 it is done: every sentence kind (topic, colour, swap, order, recall) at --target-accuracy
 on held-out sentences, whose names, places, things and animals never appeared together in
-training. The stopping rule is dates-train's: a cool-down once the training batches' scored
-words are nearly all right, then the held-out check.
+training. The stopping rule is dates-train's, read on held-out samples: a cool-down once a
+few held-out sentences of each kind, scored every step, are nearly all right, then the check
+on the whole held-out set.
 
 Ctrl-C saves the last completed step; --resume continues it exactly."""
 
@@ -50,6 +51,8 @@ def _train_parser():
     _help(p, "target_accuracy", f"stop when every kind's held-out accuracy reaches this fraction at the end of "
                                 f"the cool-down (default: {t.target_accuracy}); 0 = train --max-steps steps")
     _help(p, "steps", f"at most this many optimizer steps in all (default: {t.steps})")
+    _help(p, "cooldown_at", "the lowest kind's accuracy on the last 4 steps' held-out samples that starts the "
+                            "cool-down (at most --target-accuracy)")
     _optimizer_options(p.add_argument_group("optimizer and data"), t, SCHEDULES)
     _help(p, "batch_size", "sentences per training step")
     _model_options(p.add_argument_group("the model (a new run; --resume keeps the checkpoint's)"),
