@@ -144,3 +144,12 @@ def test_a_bad_file_gets_one_line(tmp_path):
 def test_snapshot_every_must_not_be_negative(main, tmp_path, capsys):
     assert main(["--snapshot-every", "-1", "--out", str(tmp_path / "run")]) == 2
     assert "snapshot_every must be an integer >= 0, got -1" in capsys.readouterr().err
+
+
+def test_dates_explore_names_a_next_word_checkpoint_in_one_line(tmp_path, capsys):
+    from viz.explorer.cli import main as explore_main
+    trainer = next_word_trainer(tmp_path, 1, 1)
+    trainer.save(str(tmp_path / "model.npz"))
+    assert explore_main(["--checkpoint", str(tmp_path / "model.npz"), "--out", str(tmp_path / "page.html")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "holds a next-word model" in err and "needs a dates model" in err
