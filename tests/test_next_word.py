@@ -21,13 +21,13 @@ from transformer.training import TrainConfig, Trainer, load_model
 
 from test_decoder_only_commands import one_line_error, run
 
-TINY_ARGS = ["--d-model", "16", "--heads", "2", "--layers", "1", "--d-ff", "32", "--batch-size", "10",
+TINY_ARGS = ["--d-model", "16", "--heads", "2", "--layers", "1", "--d-ff", "32", "--batch-size", "20",
              "--no-progress"]
 
 
 def tiny_trainer(folder, steps=3):
     return NextWordTrainer(default_model_config(d_model=16, num_heads=2, num_layers=1, d_ff=32),
-                           default_train_config(steps=steps, batch_size=10, checkpoint_every=0), out_dir=str(folder))
+                           default_train_config(steps=steps, batch_size=20, checkpoint_every=0), out_dir=str(folder))
 
 
 @pytest.fixture(scope="module")
@@ -188,10 +188,16 @@ def test_ctrl_c_saves_and_says_how_to_resume(tmp_path, capsys, monkeypatch):
 
 
 @pytest.mark.slow
-def test_the_default_model_reaches_the_target_on_every_kind(tmp_path, capsys):
-    code, out, err = run(train_main, ["--out", str(tmp_path / "run"), "--no-progress"], capsys)
+def test_the_default_model_learns_the_kinds_one_layer_of_attention_can_read(tmp_path, capsys):
+    """300 steps of the default model (the whole run, to every kind at 95%, takes about 2,000:
+    README): the kinds an attention to one fixed position decides are learned by then."""
+    code, out, err = run(train_main, ["--out", str(tmp_path / "run"), "--no-progress", "--max-steps", "300",
+                                      "--target-accuracy", "0"], capsys)
     assert code == 0, err
-    assert "on every kind reached" in out and "(confirmed)" in out
+    accuracy = dict(line.split() for line in out.splitlines() if line.startswith("  ") and line.endswith("%"))
+    assert set(accuracy) == set(language.KINDS)
+    for kind in ("topic", "order"):
+        assert float(accuracy[kind].rstrip("%")) >= 95.0, (kind, out)
 
 
 @pytest.mark.parametrize("main", [train_main, complete_main])

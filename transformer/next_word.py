@@ -6,7 +6,9 @@ of each sentence's *scored word*, its last, and of the ``<eos>`` after it; the w
 are the prompt and are not scored (most are a free choice of the language: which name,
 which shop). The kinds share the batch unevenly (``KIND_SHARES``): recall, which needs two
 layers of attention working together (find the name asked about, copy the place after it),
-gets half of it; with equal shares it took about twice the steps.
+gets 70% of it and swap 15%; the other kinds are learned within a few hundred steps from the
+rest. Measured, seed 0, lowest kind's held-out accuracy at step 1,200: 67.5% with recall at
+half the batch and swap at a fifth, 93.1% with these shares (95.8% at step 1,300).
 
 Held-out accuracy of a kind: how often the model's most likely word at the scored position
 is the scored word, over a fixed set of held-out sentences (up to ``EVAL_PER_KIND`` per kind;
@@ -34,7 +36,7 @@ from .training import TrainConfig, Trainer
 LANGUAGE_SEED = 0          # the language's train/held-out split: the same for every run
 EVAL_PER_KIND = 200        # held-out sentences per kind in an evaluation
 ESTIMATE_PER_KIND = 16     # held-out sentences per kind in each step's estimate (when to cool down)
-KIND_SHARES = {"topic": 0.1, "colour": 0.1, "swap": 0.2, "order": 0.1, "recall": 0.5}
+KIND_SHARES = {"topic": 0.05, "colour": 0.05, "swap": 0.15, "order": 0.05, "recall": 0.7}
 MAX_LEN = 32               # positions: the longest sentence (17 words + <bos>) and room to complete a prompt
 
 
