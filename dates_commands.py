@@ -82,3 +82,11 @@ def explore(argv=None):
 
 def export(argv=None):
     return _run("transformer.export:main", argv)
+
+
+def next_word_train(argv=None):
+    return _run("transformer.next_word_cli:train_main", argv)
+
+
+def next_word_complete(argv=None):
+    return _run("transformer.next_word_cli:complete_main", argv)

@@ -173,3 +173,29 @@ def test_the_example_script_runs_without_installing():
     script = Path(__file__).resolve().parents[1] / "examples" / "export.py"
     done = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "PyTorch's parameter names" in done.stdout
+
+
+@pytest.mark.parametrize("positional", ["sinusoidal", "learned"])
+def test_a_decoder_only_model_exports_as_a_causal_encoder_stack(tmp_path, positional):
+    """Its blocks run as PyTorch's TransformerEncoderLayer with a causal mask give minigrad's logits."""
+    from transformer.config import DecoderOnlyConfig
+    from transformer.dates import join_for_decoder_only
+    from transformer.decoder_only import DecoderOnlyTransformer
+    minigrad.manual_seed(5)
+    config = DecoderOnlyConfig(d_model=16, num_heads=4, num_layers=2, d_ff=24, positional=positional)
+    model = DecoderOnlyTransformer(config).eval()
+    src, tgt = DateDataset().sample_batch(np.random.default_rng(0), 3)
+    ids = join_for_decoder_only(src, tgt)[:, :-1]
+    weights = load_file(export_weights(model, tmp_path / "model.safetensors"))
+    assert {name: value.shape for name, value in weights.items()} == {
+        name: value.shape for name, value in torch_names(model.state_dict(), config).items()}
+    assert "decoder.layers.1.norm2.weight" in weights and "embedding.weight" in weights
+    w = {name: value.astype(np.float64) for name, value in weights.items()}
+    positions = w["positions.weight"] if positional == "learned" else sinusoidal_encoding(config.max_len, 16)
+    x = w["embedding.weight"][ids] * math.sqrt(16) + positions[:ids.shape[1]]
+    future = ~np.tril(np.ones((ids.shape[1], ids.shape[1]), dtype=bool))[None, None]
+    for i in range(config.num_layers):
+        layer = f"decoder.layers.{i}"
+        x = layer_norm(x + multihead_attention(x, x, w, f"{layer}.self_attn", 4, future), w, f"{layer}.norm1")
+        x = layer_norm(x + feed_forward(x, w, layer), w, f"{layer}.norm2")
+    np.testing.assert_allclose(x @ w["output.weight"].T + w["output.bias"], model(ids).data, atol=2e-4)

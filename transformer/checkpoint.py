@@ -37,7 +37,7 @@ import zipfile
 
 import numpy as np
 
-from .config import ModelConfig
+from .config import model_config_from_dict
 
 FORMAT_VERSION = 1
 MAX_META_BYTES = 64 * 2 ** 20     # meta.json: configs, schedule, RNG states and the evaluation history
@@ -256,7 +256,7 @@ def _check_declared_sizes(path, archive, named, sizes):
         return
     try:
         meta = _read_meta(path, _read_data(archive, named["meta.json"]))
-        expected = ModelConfig.from_dict(meta.get("model_config")).num_parameters()
+        expected = model_config_from_dict(meta.get("model_config")).num_parameters()
     except (CheckpointError, ValueError, TypeError):
         return
     stored = sum(count for name, count in sizes.items() if name.startswith("model/"))
@@ -412,7 +412,7 @@ def _check_model_config(path, meta, model_state):
     if "model_config" not in meta:
         raise CheckpointError(f"checkpoint {path} has no model config: not a minigrad checkpoint")
     try:
-        config = ModelConfig.from_dict(meta["model_config"])
+        config = model_config_from_dict(meta["model_config"])
     except (ValueError, TypeError) as error:
         raise CheckpointError(f"checkpoint {path} has an invalid model config ({error})") from None
     stored = sum(int(v.size) for v in model_state.values())

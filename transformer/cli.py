@@ -18,6 +18,7 @@ import math
 import os
 import sys
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -155,10 +156,17 @@ def _optimizer_options(p, t, schedules):
                    help="cross-entropy label smoothing, 0 for none")
 
 
-def _model_options(p, m):
+def _model_options(p, m, architecture=True):
+    from .config import ARCHITECTURES
+    if architecture:
+        p.add_argument("--architecture", choices=ARCHITECTURES, default=m.architecture,
+                       help="encoder-decoder: the encoder reads the date, the decoder writes the answer; decoder-only: "
+                            "one stack of causal self-attention reads the date's characters, <sos>, the answer, and "
+                            "predicts each answer token from everything before it (default: %(default)s)")
     p.add_argument("--d-model", type=at_most("--d-model"), default=m.d_model, help="width of embeddings and every layer")
     p.add_argument("--heads", type=at_most("--heads"), default=m.num_heads, help="attention heads (must divide --d-model)")
-    p.add_argument("--layers", type=at_most("--layers"), default=m.num_encoder_layers, help="encoder and decoder layers each")
+    p.add_argument("--layers", type=at_most("--layers"), default=m.num_layers if m.architecture == "decoder-only" else m.num_encoder_layers,
+                   help="encoder and decoder layers each; decoder-only: its blocks")
     p.add_argument("--d-ff", type=at_most("--d-ff"), default=m.d_ff, help="hidden width of each feed-forward block")
     p.add_argument("--dropout", type=_finite, default=m.dropout,
                    help="dropout on embeddings, sublayers and attention weights (attention then runs op by op)")
@@ -166,26 +174,38 @@ def _model_options(p, m):
                    help="fixed sine/cosine positions or a learned embedding per position")
 
 
+def _new_model_config(args):
+    from .config import DecoderOnlyConfig, ModelConfig
+
+    shape = dict(d_model=args.d_model, num_heads=args.heads, d_ff=args.d_ff, dropout=args.dropout,
+                 positional=args.positional)
+    if args.architecture == "decoder-only":
+        return DecoderOnlyConfig(num_layers=args.layers, **shape)
+    return ModelConfig(num_encoder_layers=args.layers, num_decoder_layers=args.layers, **shape)
+
+
 def _new_trainer(args, out_dir):
-    from .config import ModelConfig
     from .limits import check_model_size
     from .training import TrainConfig, Trainer
 
-    model_config = ModelConfig(d_model=args.d_model, num_heads=args.heads, num_encoder_layers=args.layers,
-                               num_decoder_layers=args.layers, d_ff=args.d_ff, dropout=args.dropout,
-                               positional=args.positional)
+    model_config = _new_model_config(args)
+    train_config = TrainConfig(**train_values(args))   # every number checked before any work
+    check_model_size(model_config, train_config.batch_size)
+    return lambda: Trainer(model_config, train_config, out_dir=out_dir)
+
+
+def train_values(args) -> dict:
+    """The TrainConfig fields the training options give (steps, target and eval cadence only when given)."""
     values = dict(batch_size=args.batch_size, lr=args.lr, warmup=args.warmup, schedule=args.schedule,
                   cooldown=args.cooldown, cooldown_at=args.cooldown_at, clip=args.clip,
                   label_smoothing=args.label_smoothing, seed=args.seed)
     for name in ("steps", "target_accuracy", "eval_every"):
         if getattr(args, name) is not None:
             values[name] = getattr(args, name)
-    train_config = TrainConfig(**values)          # every number checked before any work
-    check_model_size(model_config, train_config.batch_size)
-    return lambda: Trainer(model_config, train_config, out_dir=out_dir)
+    return values
 
 
-def _train_out_dir(args) -> str:
+def _train_out_dir(args, default_out=DEFAULT_OUT) -> str:
     """--out; with --resume the checkpoint's folder; else runs/dates, or when a run is already
     there the next free runs/dates-N (said in one line). An explicit --out is never changed."""
     from .run_dir import next_free_run_folder
@@ -193,13 +213,25 @@ def _train_out_dir(args) -> str:
         return args.out or os.path.dirname(os.path.abspath(args.resume))
     if args.out is not None:
         return args.out
-    folder = next_free_run_folder(DEFAULT_OUT)
-    if folder != DEFAULT_OUT:
-        print(f"{DEFAULT_OUT} holds an earlier run, so this one trains in {folder} (--out to choose)", flush=True)
+    folder = next_free_run_folder(default_out)
+    if folder != default_out:
+        print(f"{default_out} holds an earlier run, so this one trains in {folder} (--out to choose)", flush=True)
     return folder
 
 
-def _claim_run_folder(args, out_dir):
+@dataclass
+class TrainingCommand:
+    """What one training command brings to ``run_training``, which runs it (dates-train here,
+    next-word-train in next_word_cli.py)."""
+    name: str                 # the command, for "resume with: NAME --resume ..."
+    trainer_class: type       # a Trainer (class): resumes a run
+    out_dir: object           # args -> the run folder
+    new_trainer: object       # (args, out_dir) -> a function that makes a new run's trainer
+    print_summary: object     # (summary, trainer, wall seconds) -> prints the end of the run
+    compile_seconds: int = COMPILE_SECONDS
+
+
+def _claim_run_folder(args, out_dir, new_trainer=_new_trainer):
     """Check the settings and the folder, and lock it: -> (lock, make_trainer or None when resuming)."""
     from .run_dir import RunFolderError, RunLock, check_writable_folder
 
@@ -207,15 +239,16 @@ def _claim_run_folder(args, out_dir):
         raise RunFolderError("--out is empty: give a folder for the checkpoint and log")
     if args.profile is not None and args.profile < 1:
         raise ValueError(f"--profile must be a step number >= 1, got {args.profile}")
-    make_trainer = None if args.resume else _new_trainer(args, out_dir)
+    make_trainer = None if args.resume else new_trainer(args, out_dir)
     check_writable_folder(out_dir)
     return RunLock(out_dir).acquire(), make_trainer
 
 
-def _open_trainer(args, out_dir, make_trainer):
+def _open_trainer(args, out_dir, make_trainer, trainer_class=None):
     """The Trainer of a new run, or of the resumed one, once the folder may be written."""
     from .run_dir import refuse_to_overwrite, remove_stale_temporaries
     from .training import Trainer
+    trainer_class = trainer_class or Trainer
 
     remove_stale_temporaries(out_dir)
     checkpoint = os.path.join(out_dir, "model.npz")
@@ -226,18 +259,18 @@ def _open_trainer(args, out_dir, make_trainer):
     if not args.resume:
         return make_trainer()
     overrides = {k: getattr(args, k) for k in ("target_accuracy", "eval_every") if getattr(args, k) is not None}
-    trainer = Trainer.resume(args.resume, out_dir=out_dir, steps=args.steps, **overrides)
+    trainer = trainer_class.resume(args.resume, out_dir=out_dir, steps=args.steps, **overrides)
     print(f"resuming {args.resume} at step {trainer.step} (at most {trainer.config.steps}), writing to {out_dir}")
     return trainer
 
 
-def _train_stopped(error, out_dir) -> int:
+def _train_stopped(error, out_dir, command="dates-train") -> int:
     """The one line and exit code of a run that could not finish."""
     from .interrupt import TrainingInterrupted
 
     if isinstance(error, TrainingInterrupted):
         print(f"interrupted at step {error.step}; checkpoint saved to {error.checkpoint}; "
-              f"resume with: dates-train --resume {error.checkpoint}", file=sys.stderr)
+              f"resume with: {command} --resume {error.checkpoint}", file=sys.stderr)
         return EXIT_INTERRUPTED
     if isinstance(error, KeyboardInterrupt):
         print(f"interrupted before a step was saved; {out_dir} keeps its previous checkpoint, if any",
@@ -251,38 +284,46 @@ def _train_stopped(error, out_dir) -> int:
 
 @console_script
 def train_main(argv=None) -> int:
+    from .training import Trainer
+
+    args = _train_parser().parse_args(argv)
+    return run_training(args, TrainingCommand("dates-train", Trainer, _train_out_dir, _new_trainer,
+                                              lambda *summary: _print_summary(*summary)))
+
+
+def run_training(args, command: TrainingCommand) -> int:
+    """A training command from its parsed options: claim the run folder, train, print the summary."""
     from .checkpoint import CheckpointError
     from .run_dir import RunFolderError
     from .session import profiler_available
 
-    args = _train_parser().parse_args(argv)
     if args.profile is not None and not profiler_available():
         return _fail("--profile needs minigrad.profile(), which this version of minigrad does not have")
     wall_start = time.perf_counter()
-    out_dir = _train_out_dir(args)
+    out_dir = command.out_dir(args)
     try:
-        lock, make_trainer = _claim_run_folder(args, out_dir)
+        lock, make_trainer = _claim_run_folder(args, out_dir, command.new_trainer)
     except ValueError as error:
         return _fail(f"bad setting: {error}")
     except RunFolderError as error:
         return _fail(str(error))
     try:
-        trainer = _open_trainer(args, out_dir, make_trainer)
+        trainer = _open_trainer(args, out_dir, make_trainer, command.trainer_class)
         if args.profile is not None and not trainer.step < args.profile <= trainer.config.steps:
             return _fail(f"--profile {args.profile} is not a step this run trains (steps {trainer.step + 1} "
                          f"to {trainer.config.steps})")
         _print_model(trainer)
-        _compile_if_cold(COMPILE_SECONDS)
+        _compile_if_cold(command.compile_seconds)
         summary = trainer.run(progress=not args.no_progress, profile_step=args.profile,
                               blas_threads=args.blas_threads)
     except BrokenPipeError:
         raise                  # stdout's reader left (`| head`): console_script ends quietly
     except (CheckpointError, RunFolderError, KeyboardInterrupt, OSError) as error:
-        return _train_stopped(error, out_dir)
+        return _train_stopped(error, out_dir, command.name)
     finally:
         lock.release()
     try:
-        _print_summary(summary, trainer, time.perf_counter() - wall_start)
+        command.print_summary(summary, trainer, time.perf_counter() - wall_start)
     except KeyboardInterrupt:
         print(f"interrupted during the summary; the run had finished and is saved in {summary['checkpoint']}",
               file=sys.stderr)
@@ -292,8 +333,10 @@ def train_main(argv=None) -> int:
 
 def _print_model(trainer):
     mc = trainer.model_config
-    print(f"model: d_model {mc.d_model}, {mc.num_heads} heads, {mc.num_encoder_layers}+{mc.num_decoder_layers} "
-          f"layers, d_ff {mc.d_ff}, {trainer.model.num_parameters():,} parameters", flush=True)
+    layers = (f"{mc.num_layers} causal layers" if mc.architecture == "decoder-only"
+              else f"{mc.num_encoder_layers}+{mc.num_decoder_layers} layers")
+    print(f"model: {mc.architecture}, d_model {mc.d_model}, {mc.num_heads} heads, {layers}, d_ff {mc.d_ff}, "
+          f"{trainer.model.num_parameters():,} parameters", flush=True)
 
 
 def _print_summary(summary, trainer, wall):
@@ -425,9 +468,14 @@ def _check_decoding_options(args):
 
 
 def _translate_stdin(translate) -> int:
-    """Translate stdin's dates in batches as they come (one at a time on a terminal); a bad line
-    gets one error line on stderr and makes the exit status 2, the others are still translated."""
     from .dates import DateError, parse_iso_date
+    return read_stdin(translate, parse_iso_date, DateError, "dates")
+
+
+def read_stdin(handle, check, error_type, what: str, batch_size: int = STDIN_BATCH) -> int:
+    """Read stdin's lines and pass them to ``handle`` in batches as they come (one at a time on a
+    terminal); a line ``check`` refuses (raising ``error_type``) gets one error line on stderr and
+    makes the exit status 2, the others are still handled."""
     batch, bad, seen = [], 0, 0
     interactive = sys.stdin.isatty()
     for number, text, problem in _stdin_lines(sys.stdin):
@@ -436,21 +484,21 @@ def _translate_stdin(translate) -> int:
         seen += 1
         if problem is None:
             try:
-                parse_iso_date(text)
-            except DateError as error:
+                check(text)
+            except error_type as error:
                 problem = str(error)
         if problem is not None:
             bad += 1
             print(f"error: stdin line {number}: {problem}", file=sys.stderr, flush=True)
             continue
         batch.append(text)
-        if len(batch) == STDIN_BATCH or interactive:
-            translate(batch)
+        if len(batch) == batch_size or interactive:
+            handle(batch)
             batch = []
     if batch:
-        translate(batch)
+        handle(batch)
     if not seen:
-        return _fail("no dates given: pass them as arguments or one per line on stdin")
+        return _fail(f"no {what} given: pass them as arguments or one per line on stdin")
     return 2 if bad else 0
 
 

@@ -30,6 +30,15 @@ requested length. Sources always fill ``SRC_LEN = 12`` exactly (10 characters + 
 targets are padded to ``TGT_LEN = 20`` (the longest, e.g. "September 28, 1976", is 18
 characters + 2 markers). Decoding stops at the first ``<eos>`` and drops ``<sos>``/``<pad>``.
 
+One sequence for a decoder-only model
+-------------------------------------
+A decoder-only model reads the date and writes the answer in one sequence: the date's 10
+characters, then the target exactly as the encoder-decoder's decoder sees it, ``<sos>`` answer
+``<eos>`` ``<pad>``... (``join_for_decoder_only``). ``<sos>`` is the separator: it already means
+"the answer starts here", so no token is added and no id changes. The first
+``PROMPT_LEN = 11`` tokens (date and separator) are given; the model predicts the rest, and
+its loss counts only those. ``DECODER_ONLY_LEN = 30`` positions hold the longest example.
+
 Worked example (the date ``dates-explain`` walks through):
 
 >>> encode("1676-11-30").tolist()
@@ -59,6 +68,7 @@ __all__ = [
     "encode", "encode_batch", "decode", "decode_batch",
     "format_date", "parse_iso_date", "translate_reference",
     "held_out_ordinals", "encode_all_days", "DateDataset",
+    "PROMPT_LEN", "DECODER_ONLY_LEN", "join_for_decoder_only",
 ]
 
 # --------------------------------------------------------------------------------------
@@ -69,6 +79,8 @@ VOCAB: tuple[str, ...] = tuple(_CHARACTERS) + ("<sos>", "<eos>", "<pad>")
 VOCAB_SIZE = 68
 SOS, EOS, PAD = 65, 66, 67
 SRC_LEN, TGT_LEN = 12, 20
+PROMPT_LEN = SRC_LEN - 1                  # decoder-only: the date's 10 characters and the separator <sos>
+DECODER_ONLY_LEN = SRC_LEN - 2 + TGT_LEN  # decoder-only: the 10 characters, then a whole target
 # Spelled out rather than calendar.month_name, which follows the process locale.
 MONTHS: tuple[str, ...] = ("January", "February", "March", "April", "May", "June", "July",
                            "August", "September", "October", "November", "December")
@@ -205,6 +217,21 @@ def decode_batch(ids_2d) -> list[str]:
     """Decode every row of a 2-D array (or list of equal-length lists) of ids."""
     rows = _ID_TO_BYTE[_as_ids(ids_2d, ndim=2)]
     return [_bytes_to_text(row.tobytes()) for row in rows]
+
+
+def join_for_decoder_only(src, tgt) -> np.ndarray:
+    """Sources (B, 12) and targets (B, 20) -> (B, 30) decoder-only sequences: each date's 10
+    characters (its source without <sos>/<eos>), then its target <sos> answer <eos> <pad>...
+
+    >>> join_for_decoder_only(encode("1845-01-05")[None], encode("January 5, 1845", TGT_LEN)[None])[0].tolist()
+    [1, 8, 4, 5, 62, 0, 1, 62, 0, 5, 65, 19, 36, 49, 56, 36, 53, 60, 64, 5, 63, 64, 1, 8, 4, 5, 66, 67, 67, 67]
+    """
+    src, tgt = np.asarray(src), np.asarray(tgt)
+    if src.ndim != 2 or tgt.ndim != 2 or src.shape[1] != SRC_LEN or tgt.shape[1] != TGT_LEN \
+            or len(src) != len(tgt):
+        raise ValueError(f"join_for_decoder_only needs sources (B, {SRC_LEN}) and targets (B, {TGT_LEN}), "
+                         f"got {src.shape} and {tgt.shape}")
+    return np.concatenate([src[:, 1:-1], tgt], axis=1)
 
 
 # --------------------------------------------------------------------------------------

@@ -1,7 +1,9 @@
 """Turning a trained model into output text: greedy, beam search and sampling.
 
-All three encode the source once and then add one token at a time with the
-decoder's key/value caches (``Transformer.decode_step``), stop a sequence at
+All three read the source once (the encoder-decoder encodes it; the decoder-only model feeds
+the date's characters through its blocks) and then add one token at a time with the
+key/value caches (``decoding_steps``; the first token fed is ``<sos>``, which for the
+decoder-only model is the separator before the answer), stop a sequence at
 ``<eos>`` and run under ``no_grad`` in eval mode, with BLAS on one thread unless
 ``MINIGRAD_BLAS_THREADS`` says otherwise (``transformer.threads.decoding_threads``:
 one new token per sequence makes products too small to gain much from a second
@@ -17,6 +19,7 @@ from minigrad import functional as F
 from .threads import decoding_threads
 
 from .dates import EOS, PAD, SOS, TGT_LEN
+from .decoder_only import DecoderOnlyTransformer
 
 MAX_OUTPUT = TGT_LEN - 1   # <sos> is given, so at most 19 tokens follow it
 MAX_BEAM = 100             # widest beam: wider than the vocabulary (68), so a full-width beam fits;
@@ -35,6 +38,48 @@ def inference(model):
         model.train(was_training)
 
 
+def decoding_steps(model, src, rows=None):
+    """One architecture's incremental decoding of dates: the source read once, then
+    ``step(tokens, t)`` -> logits (B, vocab) for the output token after ``tokens`` (B,), the
+    token fed at output position t (``<sos>`` at t = 0); ``whole(prefix)`` recomputes them from
+    the whole prefix (B, t + 1) without caches; ``reorder(order)`` keeps the cached rows
+    ``order`` (beam search). ``rows`` repeats the source's rows (beam search: k per source)."""
+    steps = _DecoderOnlySteps if isinstance(model, DecoderOnlyTransformer) else _EncoderDecoderSteps
+    return steps(model, np.asarray(src), rows)
+
+
+class _Steps:
+    def reorder(self, order):
+        self.model.reorder_caches(self.caches, order)
+
+
+class _EncoderDecoderSteps(_Steps):
+    def __init__(self, model, src, rows):
+        self.model, self.caches = model, model.new_caches()
+        self.memory, self.src_mask = model.encode(src)
+        if rows is not None:
+            self.memory, self.src_mask = Tensor(self.memory.data[rows]), self.src_mask[rows]
+
+    def step(self, tokens, t):
+        return self.model.decode_step(tokens, t, self.memory, self.src_mask, self.caches)
+
+    def whole(self, prefix) -> np.ndarray:
+        return self.model.decode(prefix, self.memory, self.src_mask).data[:, -1, :]
+
+
+class _DecoderOnlySteps(_Steps):
+    def __init__(self, model, src, rows):
+        self.model, self.caches = model, model.new_caches()
+        self.prompt = src[:, 1:-1] if rows is None else src[rows, 1:-1]   # the date's 10 characters
+        model(self.prompt, self.caches)            # read once; the separator <sos> is step 0's token
+
+    def step(self, tokens, t):
+        return self.model(np.asarray(tokens).reshape(-1, 1), self.caches)[:, -1, :]
+
+    def whole(self, prefix) -> np.ndarray:
+        return self.model(np.concatenate([self.prompt, prefix], axis=1)).data[:, -1, :]
+
+
 def greedy_decode(model, src, max_len: int = MAX_OUTPUT, use_cache: bool = True) -> np.ndarray:
     """The most likely next token at every step. ``use_cache=False`` recomputes the
     whole prefix each step (slower; kept to test that caching changes nothing)."""
@@ -45,12 +90,21 @@ def sample_decode(model, src, temperature: float = 1.0, top_k: int = None, rng=N
                   max_len: int = MAX_OUTPUT) -> np.ndarray:
     """Draw each token from softmax(logits / temperature), optionally only among the
     ``top_k`` most likely. ``temperature=0`` means greedy."""
+    if temperature == 0:
+        sampler(temperature, top_k, rng)           # the same checks of top_k
+        return greedy_decode(model, src, max_len)
+    return _decode(model, src, max_len, sampler(temperature, top_k, rng), use_cache=True)
+
+
+def sampler(temperature: float = 1.0, top_k: int = None, rng=None):
+    """logits (B, vocab) -> ids (B,) drawn from softmax(logits / temperature), optionally only
+    among the ``top_k`` most likely; ``temperature=0`` picks the most likely."""
     if temperature < 0:
         raise ValueError(f"temperature must be >= 0, got {temperature}")
     if top_k is not None and top_k < 1:
         raise ValueError(f"top_k must be >= 1, got {top_k}")
     if temperature == 0:
-        return greedy_decode(model, src, max_len)
+        return lambda logits: logits.argmax(axis=-1)
     rng = rng if rng is not None else np.random.default_rng()
 
     def pick(logits):
@@ -68,7 +122,7 @@ def sample_decode(model, src, temperature: float = 1.0, top_k: int = None, rng=N
         draws = rng.random((len(probs), 1)) * cumulative[:, -1:]
         return np.minimum((cumulative < draws).sum(axis=-1), probs.shape[-1] - 1)
 
-    return _decode(model, src, max_len, pick, use_cache=True)
+    return pick
 
 
 def _decode(model, src, max_len, pick, use_cache):
@@ -77,15 +131,13 @@ def _decode(model, src, max_len, pick, use_cache):
     out = np.full((batch, max_len), PAD, dtype=np.int64)
     done = np.zeros(batch, dtype=bool)
     with inference(model):
-        memory, src_mask = model.encode(src)
-        caches = model.new_caches()
+        steps = decoding_steps(model, src)
         tokens = np.full(batch, SOS, dtype=np.int64)
         for t in range(max_len):
             if use_cache:
-                logits = model.decode_step(tokens, t, memory, src_mask, caches).data
+                logits = steps.step(tokens, t).data
             else:
-                prefix = np.concatenate([np.full((batch, 1), SOS), out[:, :t]], axis=1)
-                logits = model.decode(prefix, memory, src_mask).data[:, -1, :]
+                logits = steps.whole(np.concatenate([np.full((batch, 1), SOS), out[:, :t]], axis=1))
             logits[:, [SOS, PAD]] = -np.inf          # never valid outputs
             tokens = np.where(done, PAD, pick(logits))
             out[:, t] = tokens
@@ -111,16 +163,14 @@ def beam_search(model, src, beam_size: int = 4, max_len: int = MAX_OUTPUT, lengt
     batch, k = len(src), beam_size
     rows = np.repeat(np.arange(batch), k)                    # each source k times
     with inference(model):
-        memory, src_mask = model.encode(src)
-        memory, src_mask = Tensor(memory.data[rows]), src_mask[rows]
-        caches = model.new_caches()
+        steps = decoding_steps(model, src, rows)
         tokens = np.full(batch * k, SOS, dtype=np.int64)
         scores = np.zeros((batch, k))
         scores[:, 1:] = -np.inf                              # all beams start identical: keep one
         seqs = np.zeros((batch * k, 0), dtype=np.int64)
         finished = np.zeros(batch * k, dtype=bool)
         for t in range(max_len):
-            logp = F.log_softmax(model.decode_step(tokens, t, memory, src_mask, caches)).data.astype(np.float64)
+            logp = F.log_softmax(steps.step(tokens, t)).data.astype(np.float64)
             vocab = logp.shape[-1]
             logp[:, [SOS, PAD]] = -np.inf                    # never valid outputs
             logp[finished] = -np.inf
@@ -132,7 +182,7 @@ def beam_search(model, src, beam_size: int = 4, max_len: int = MAX_OUTPUT, lengt
             tokens = (best % vocab).reshape(-1)
             seqs = np.concatenate([seqs[parent], tokens[:, None]], axis=1)
             finished = finished[parent] | (tokens == EOS)
-            model.reorder_caches(caches, parent)
+            steps.reorder(parent)
             if finished.all():
                 break
     lengths = np.where((seqs == EOS).any(axis=1), (seqs == EOS).argmax(axis=1) + 1, seqs.shape[1])

@@ -15,6 +15,14 @@ The names are those of the same model built from PyTorch's own layers
     decoder                        torch.nn.TransformerDecoder of TransformerDecoderLayer(...), the same
     output                         torch.nn.Linear(d_model, 68)
 
+A decoder-only checkpoint (``dates-train --architecture decoder-only``) exports as
+
+    embedding                      torch.nn.Embedding(68, d_model)
+    positions                      torch.nn.Embedding(max_len, d_model), only for learned positions
+    decoder                        torch.nn.TransformerEncoder of TransformerEncoderLayer(...) run with a
+                                   causal mask (its blocks are the encoder's, masked)
+    output                         torch.nn.Linear(d_model, 68)
+
 so ``encoder.layers.0.self_attn.in_proj_weight`` is minigrad's ``w_qkv.weight`` transposed
 (PyTorch's Linear weights are (out, in), minigrad's (in, out)); a decoder layer's cross-attention
 ``multihead_attn.in_proj_weight`` stacks minigrad's ``w_q`` and ``w_kv``. The model then takes
@@ -61,17 +69,22 @@ def torch_names(minigrad_arrays, config: ModelConfig) -> "OrderedDict[str, np.nd
         put(f"{torch_prefix}.weight", arrays[f"{minigrad_prefix}.weight"])
         put(f"{torch_prefix}.bias", arrays[f"{minigrad_prefix}.bias"])
 
-    for side in ("src", "tgt"):
-        put(f"{side}_embed.weight", arrays[f"{side}_embed.weight"])
+    if config.architecture == "decoder-only":
+        embeddings, stacks = ("embedding", "positions"), (("decoder", config.num_layers, 2),)
+    else:
+        embeddings = ("src_embed", "src_positions", "tgt_embed", "tgt_positions")
+        stacks = (("encoder", config.num_encoder_layers, 2), ("decoder", config.num_decoder_layers, 3))
+    for embedding, positions in zip(embeddings[::2], embeddings[1::2]):
+        put(f"{embedding}.weight", arrays[f"{embedding}.weight"])
         if config.positional == "learned":
-            put(f"{side}_positions.weight", arrays[f"{side}_positions.embedding.weight"])
-    for stack, count, norms in (("encoder", config.num_encoder_layers, 2), ("decoder", config.num_decoder_layers, 3)):
+            put(f"{positions}.weight", arrays[f"{positions}.embedding.weight"])
+    for stack, count, norms in stacks:
         for i in range(count):
             layer = f"{stack}.layers.{i}"
             put(f"{layer}.self_attn.in_proj_weight", arrays[f"{layer}.self_attn.w_qkv.weight"].T)
             put(f"{layer}.self_attn.in_proj_bias", arrays[f"{layer}.self_attn.w_qkv.bias"])
             linear(f"{layer}.self_attn.out_proj", f"{layer}.self_attn.w_o")
-            if stack == "decoder":
+            if norms == 3:                          # the encoder-decoder's decoder: cross-attention
                 cross = f"{layer}.cross_attn"
                 put(f"{layer}.multihead_attn.in_proj_weight",
                     np.concatenate([arrays[f"{cross}.w_q.weight"], arrays[f"{cross}.w_kv.weight"]], axis=1).T)
@@ -95,7 +108,7 @@ def export_weights(model, path, fmt="safetensors", metadata=None, force=True) ->
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
     arrays = torch_names(model.state_dict(), model.config)
-    info = {"format": "minigrad date Transformer, PyTorch parameter names",
+    info = {"format": f"minigrad {model.config.architecture} Transformer, PyTorch parameter names",
             "model_config": json.dumps(model.config.to_dict()), **(metadata or {})}
     path = os.fspath(path)
     check_output(path, force, kind=KINDS_BY_FORMAT[fmt])

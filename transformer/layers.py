@@ -2,6 +2,7 @@
 
     EncoderLayer:  x = LN(x + SelfAttn(x));  x = LN(x + FFN(x))
     DecoderLayer:  x = LN(x + MaskedSelfAttn(x));  x = LN(x + CrossAttn(x, memory));  x = LN(x + FFN(x))
+    DecoderOnlyLayer:  x = LN(x + MaskedSelfAttn(x));  x = LN(x + FFN(x))    (a decoder-only model's block)
 """
 from minigrad import nn
 
@@ -53,3 +54,17 @@ class DecoderLayer(nn.Module):
         x = self.norm1(x + self.dropout(self.self_attn(x, self_mask, cache=self_cache)))
         x = self.norm2(x + self.dropout(self.cross_attn(x, memory, memory_mask, cache=memory_cache)))
         return self.norm3(x + self.dropout(self.feed_forward(x)))
+
+
+class DecoderOnlyLayer(EncoderLayer):
+    """A decoder-only (GPT-style) block: the encoder's two sublayers and norms, its self-attention
+    given a causal mask, and the key/value cache of incremental decoding (a decoder without
+    cross-attention: nothing to attend to but its own earlier positions).
+
+    ``mask``: True = may attend (``causal_mask``). ``cache`` (a dict): x holds only the newest
+    position(s), whose keys/values are appended to the cached ones (``SelfAttention``'s cache).
+    """
+
+    def forward(self, x, mask=None, cache=None):
+        x = self.norm1(x + self.dropout(self.self_attn(x, mask, cache=cache)))
+        return self.norm2(x + self.dropout(self.feed_forward(x)))

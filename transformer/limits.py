@@ -34,15 +34,18 @@ def at_most(option: str):
 
 
 def check_model_size(config, batch_size: int = None):
-    """ValueError naming the limit when ``config`` (a ModelConfig) has too many parameters, or
+    """ValueError naming the limit when ``config`` (a ModelConfig or DecoderOnlyConfig) has too many parameters, or
     a training batch of ``batch_size`` would need too much memory for its activations."""
     parameters = config.num_parameters()
     if parameters > MAX_PARAMETERS:
         raise ValueError(f"the model would have {parameters:,} parameters, more than the limit of "
                          f"{MAX_PARAMETERS:,}: lower --d-model, --d-ff or --layers")
     if batch_size is not None:
-        layers = config.num_encoder_layers + config.num_decoder_layers
-        floats = batch_size * TGT_LEN * max(config.d_ff, config.d_model) * layers
+        if config.architecture == "decoder-only":        # one sequence of max_len positions
+            layers, length = config.num_layers, config.max_len
+        else:
+            layers, length = config.num_encoder_layers + config.num_decoder_layers, TGT_LEN
+        floats = batch_size * length * max(config.d_ff, config.d_model) * layers
         if floats > MAX_ACTIVATION_FLOATS:
             raise ValueError(f"a batch of {batch_size} would need {floats:,} floats for one kind of activation, "
                              f"more than the limit of {MAX_ACTIVATION_FLOATS:,}: lower --batch-size, --d-ff "

@@ -3,7 +3,10 @@
 One step: sample a batch of training days, feed ``<sos> + target`` to the
 decoder, score its predictions of ``target + <eos>`` with cross-entropy that
 ignores ``<pad>``, backpropagate, clip the gradient norm, take an Adam step and
-advance the learning-rate schedule.
+advance the learning-rate schedule. Either architecture (``build_model``): the
+encoder-decoder reads the date in its encoder; the decoder-only model reads one
+sequence, the date's characters, ``<sos>``, the target (``dates.join_for_decoder_only``),
+and only the answer's tokens are scored (``teacher_forced``).
 
 Everything random (initial weights, dropout, batches) comes from generators
 seeded by ``TrainConfig.seed`` whose states go into every checkpoint, so a run
@@ -22,8 +25,9 @@ from minigrad import optim
 from .threads import TrainingThreads
 
 from .checkpoint import CheckpointError, check_savable, load_checkpoint, save_checkpoint
-from .config import ModelConfig
-from .dates import PAD, DateDataset
+from .config import DecoderOnlyConfig, ModelConfig, model_config_from_dict
+from .dates import PAD, PROMPT_LEN, DateDataset, join_for_decoder_only
+from .decoder_only import IGNORE, DecoderOnlyTransformer
 from .evaluation import evaluate
 from .interrupt import GracefulInterrupt
 from .model import Transformer
@@ -79,32 +83,59 @@ class TrainConfig:
             raise ValueError(f"betas must be two numbers in [0, 1), got {self.betas!r}")
 
 
+def teacher_forced(model, src, tgt, label_smoothing: float = 0.0):
+    """-> (loss, logits, targets) of one batch of dates, every answer token predicted from the
+    true ones before it; targets that are not scored hold ``<pad>`` or ``decoder_only.IGNORE``."""
+    if isinstance(model, DecoderOnlyTransformer):
+        sequences = join_for_decoder_only(src, tgt)
+        answer = (np.arange(sequences.shape[1]) >= PROMPT_LEN) & (sequences != PAD)
+        return model.next_token_loss(sequences, answer, label_smoothing)
+    logits = model(src, tgt[:, :-1])
+    loss = F.cross_entropy(logits, tgt[:, 1:], ignore_index=PAD, label_smoothing=label_smoothing)
+    return loss, logits, tgt[:, 1:]
+
+
+def scored(targets: np.ndarray) -> np.ndarray:
+    """Which targets count: neither ``<pad>`` nor ``IGNORE``."""
+    return (targets != PAD) & (targets != IGNORE)
+
+
 def teacher_forced_exact_match(logits: np.ndarray, targets: np.ndarray) -> float:
-    """Fraction of rows whose every next-token argmax equals the target (``<pad>`` ignored).
+    """Fraction of rows whose every next-token argmax equals the target (``<pad>`` and
+    ``IGNORE`` ignored).
 
     When every teacher-forced prediction is right, greedy decoding feeds itself the same
     prefixes and writes exactly the target: so this is the batch's greedy exact match
     before the update, for free (the logits exist already). The stopping rule starts the
     learning-rate cool-down from it (``stopping.TargetStop``), without a second of decoding.
     """
-    right = (logits.argmax(axis=-1) == targets) | (targets == PAD)
+    right = (logits.argmax(axis=-1) == targets) | ~scored(targets)
     return float(right.all(axis=1).mean())
 
 
 class Trainer:
-    """Holds the model, optimizer, schedule, data, RNGs and stopping rule of one training run."""
+    """Holds the model, optimizer, schedule, data, RNGs and stopping rule of one training run.
+
+    The task is the date task; a subclass trains another (``next_word.NextWordTrainer``) by
+    giving its own ``make_data``, ``batch_loss`` and ``evaluate``: the step, the schedule, the
+    stopping rule, checkpoints and resume stay the same.
+    """
+    TASK = "dates"                               # the task of the models it trains (config.task)
+    HELD_OUT = "held-out dates"                  # what an evaluation scores, in messages
+    METRIC = "held-out exact match"              # the evaluation's "exact_match", in messages
+    ESTIMATE = "training batches at {:.1%} exact match"   # batch_loss's estimate, in messages
 
     def __init__(self, model_config: ModelConfig = None, train_config: TrainConfig = None, out_dir="runs/dates"):
         self.model_config = model_config or ModelConfig()
         self.config = train_config or TrainConfig()
         self.out_dir = out_dir
         minigrad.manual_seed(self.config.seed)
-        self.model = Transformer(self.model_config)
+        self.model = build_model(self.model_config)
         self.optimizer = optim.Adam(self.model.parameters(), lr=self.config.lr, betas=self.config.betas,
                                     eps=self.config.eps)
         self.schedule = self._make_schedule()
         self.stopper = TargetStop(self.config.target_accuracy, self.config.cooldown, self.config.cooldown_at)
-        self.data = DateDataset()
+        self.data = self.make_data()
         self.data_rng = np.random.default_rng(self.config.seed)
         self.step = 0
         self.elapsed = 0.0         # training seconds before this session (a resumed run continues it)
@@ -122,12 +153,21 @@ class Trainer:
             return optim.WarmupInverseSqrt(self.optimizer, c.lr, c.warmup)
         return optim.WarmupConstant(self.optimizer, c.lr, c.warmup)
 
+    # ----------------------------------------------------------------- task
+    def make_data(self):
+        return DateDataset()
+
+    def batch_loss(self):
+        """-> (loss, tokens scored, the batch's free estimate of held-out exact match) of one
+        training batch (``teacher_forced_exact_match``: the stopping rule's cool-down signal)."""
+        src, tgt = self.data.sample_batch(self.data_rng, self.config.batch_size)
+        loss, logits, targets = teacher_forced(self.model, src, tgt, self.config.label_smoothing)
+        return loss, int(scored(targets).sum()), teacher_forced_exact_match(logits.data, targets)
+
     # ----------------------------------------------------------------- steps
     def train_step(self) -> dict:
-        src, tgt = self.data.sample_batch(self.data_rng, self.config.batch_size)
         lr = self.optimizer.lr
-        logits = self.model(src, tgt[:, :-1])
-        loss = F.cross_entropy(logits, tgt[:, 1:], ignore_index=PAD, label_smoothing=self.config.label_smoothing)
+        loss, tokens, estimate = self.batch_loss()
         self.optimizer.zero_grad()
         loss.backward()
         grad_norm = optim.clip_grad_norm(self.optimizer.params, self.config.clip) if self.config.clip else None
@@ -135,8 +175,7 @@ class Trainer:
         self.schedule.step()
         self.step += 1
         return {"step": self.step, "loss": loss.item(), "lr": lr, "grad_norm": grad_norm,
-                "tokens": int((tgt[:, 1:] != PAD).sum()),
-                "batch_exact_match": teacher_forced_exact_match(logits.data, tgt[:, 1:])}
+                "tokens": tokens, "batch_exact_match": estimate}
 
     def evaluate(self, limit: int = None, show_wrong: int = 5) -> dict:
         src, tgt = self.data.test_src, self.data.test_tgt
@@ -201,7 +240,7 @@ class Trainer:
         return {"steps": self.step, "wall_seconds": clock.wall_seconds(), "training_seconds": clock.seconds(),
                 "median_step_ms": clock.median_step_ms(),
                 "exact_match": last_eval["exact_match"], "char_accuracy": last_eval["char_accuracy"],
-                "count": last_eval["count"], "wrong": last_eval["wrong"],
+                "count": last_eval["count"], "wrong": last_eval["wrong"], "evaluation": last_eval,
                 "target": self.config.target_accuracy if self.stopper.enabled else None,
                 "target_confirmed": self.stopper.confirmed(self.step),
                 "reached_step": self.stopper.reached_step, "reached_seconds": self.stopper.reached_seconds,
@@ -215,15 +254,15 @@ class Trainer:
                              "char_accuracy": result["char_accuracy"], "loss": record["loss"]})
         outcome = self.stopper.record_evaluation(self.step, result["exact_match"], seconds)
         note = {"confirmed": "  -> target confirmed: stopping", "missed": "  -> below the target after the cool-down"}
-        bar.write(f"step {self.step:5d}  loss {record['loss']:.4f}  held-out exact match "
+        bar.write(f"step {self.step:5d}  loss {record['loss']:.4f}  {self.METRIC} "
                   f"{result['exact_match']:.2%}{note.get(outcome, '')}")
         return outcome == "confirmed"
 
     def _start_cooldown(self, bar):
         """The training batches are nearly all right: settle the model, then check held-out dates."""
         s = self.stopper
-        bar.write(f"step {self.step:5d}  training batches at {s.hit_at:.1%} exact match: cooling down; "
-                  f"held-out dates are checked at step {s.hit_step + s.confirm_steps}")
+        bar.write(f"step {self.step:5d}  {self.ESTIMATE.format(s.hit_at)}: cooling down; "
+                  f"{self.HELD_OUT} are checked at step {s.hit_step + s.confirm_steps}")
         if hasattr(self.schedule, "start_cooldown"):
             self.schedule.start_cooldown()
 
@@ -255,11 +294,12 @@ class Trainer:
             if steps is not None:
                 train_values["steps"] = steps
             train_values.update(overrides)
-            model_config = ModelConfig.from_dict(meta["model_config"])
+            model_config = model_config_from_dict(meta["model_config"])
             train_config = TrainConfig(**train_values)
         except (KeyError, ValueError, TypeError) as error:
             raise CheckpointError(f"checkpoint {path} does not describe a training run this code can "
                                   f"resume ({error})") from None
+        check_task(path, model_config, cls.TASK)
         trainer = cls(model_config, train_config, out_dir or os.path.dirname(os.path.abspath(path)))
         try:
             trainer.model.load_state_dict(model_state)
@@ -278,11 +318,29 @@ class Trainer:
         return trainer
 
 
-def load_model(path: str) -> Transformer:
-    """The trained model in a checkpoint, ready for decoding (checked before it is built)."""
+def build_model(config):
+    """A fresh model of the architecture ``config`` describes (ModelConfig or DecoderOnlyConfig)."""
+    return DecoderOnlyTransformer(config) if isinstance(config, DecoderOnlyConfig) else Transformer(config)
+
+
+def check_task(path, config, task: str):
+    """CheckpointError in one line when the checkpoint's model was trained on another task."""
+    trained_on = getattr(config, "task", "dates")
+    if trained_on != task:
+        command = {"dates": "dates-train", "next-word": "next-word-train"}[trained_on]
+        raise CheckpointError(f"checkpoint {path} holds a {trained_on} model (written by {command}); "
+                              f"this command needs a {task} model")
+
+
+def load_model(path: str, task: str = "dates"):
+    """The trained model in a checkpoint, ready for decoding (checked before it is built): a
+    ``Transformer`` or a ``DecoderOnlyTransformer``, as its config's ``architecture`` says,
+    trained on ``task`` ("dates", or "next-word")."""
     model_state, _, meta = load_checkpoint(path)
     try:
-        model = Transformer(ModelConfig.from_dict(meta["model_config"]))
+        config = model_config_from_dict(meta["model_config"])
+        check_task(path, config, task)
+        model = build_model(config)
         model.load_state_dict(model_state)
     except (KeyError, ValueError, TypeError) as error:
         raise CheckpointError(f"checkpoint {path} does not fit the model it describes ({error})") from None

@@ -34,12 +34,18 @@ from transformer.output_file import add_force_option, check_outputs
 
 from .graph import draw_graph
 from .render import EXIT_CODES_HELP, EXIT_DOT_MISSING, render
-from .inputs import (UNTRAINED, add_model_arguments, decoder_input_from_reference, model_from_args, on_numpy_twins,
-                     source_ids)
+from .inputs import (ATTENTION_KINDS, UNTRAINED, add_model_arguments, attention_kinds, check_kind, is_decoder_only,
+                     model_from_args, on_numpy_twins, reference_inputs, source_ids)
 
-KINDS = ("encoder-self", "decoder-self", "cross")
+KINDS = ATTENTION_KINDS
 # how the model builds each kind's mask (transformer/attention.py); True = may attend
 MASK_KINDS = {"encoder-self": "padding", "decoder-self": "causal + padding", "cross": "padding"}
+
+
+def mask_kind(model, kind: str) -> str:
+    """The mask ``kind`` gets in ``model``: a decoder-only model's is causal only (its padding
+    comes after every real token, where the causal mask hides it already)."""
+    return "causal" if is_decoder_only(model) else MASK_KINDS[kind]
 
 
 def attention_module_name(kind: str, layer: int) -> str:
@@ -51,6 +57,7 @@ def attention_module_name(kind: str, layer: int) -> str:
 
 
 def find_attention_module(model, kind: str, layer: int):
+    check_kind(model, kind)
     name = attention_module_name(kind, layer)
     count = len(model.encoder.layers if kind == "encoder-self" else model.decoder.layers)
     if not 0 <= layer < count:
@@ -73,8 +80,8 @@ class AttentionCall:
         return module(self.x, self.memory, self.mask)
 
 
-def capture_attention_call(model, module, src, tgt_in) -> AttentionCall:
-    """Run the model once (eval, no grad) and record what ``module`` was called with."""
+def capture_attention_call(model, module, inputs: tuple) -> AttentionCall:
+    """Run the model once on ``inputs`` (eval, no grad) and record what ``module`` was called with."""
     calls = []
     original_forward = module.forward
     signature = inspect.signature(original_forward)
@@ -87,7 +94,7 @@ def capture_attention_call(model, module, src, tgt_in) -> AttentionCall:
     module.forward = recording_forward          # an instance attribute shadows the method
     try:
         with inference(model):
-            model(src, tgt_in)
+            model(*inputs)
     finally:
         del module.forward
     return calls[0]
@@ -119,7 +126,7 @@ def build_attention_graph(model, date="1845-01-05", kind="encoder-self", layer=0
     if output_of is not None:
         root = find_named_tensor(root, output_of)
     graph = draw_graph(root, params=model, show_grad=backward, cluster_modules=cluster_modules, rankdir=rankdir,
-                       mask_kind=MASK_KINDS[kind], max_depth=max_depth, legend=output_of is None)
+                       mask_kind=mask_kind(model, kind), max_depth=max_depth, legend=output_of is None)
     for p, grad in saved_grads:     # leave the model's .grad as it was (it may be mid-training)
         p.grad = grad
     notes = ["with gradients of sum(output)"] * backward + [UNTRAINED] * untrained
@@ -134,9 +141,7 @@ def run_attention_step(model, date="1845-01-05", kind="encoder-self", layer=0, r
     leaves that require grad. ``record_sources`` records where each op was created (``fn.created_at``,
     file:line, as ``detect_anomaly()`` does)."""
     name, module = find_attention_module(model, kind, layer)
-    src = source_ids(date)
-    tgt_in = decoder_input_from_reference(date)
-    call = _as_leaves(capture_attention_call(model, module, src, tgt_in))
+    call = _as_leaves(capture_attention_call(model, module, reference_inputs(model, date)))
     was_training, was_fused = model.training, module.fused
     model.eval()
     module.fused = False  # draw every stage, not the one fused op
@@ -185,7 +190,8 @@ def _backward_through(output: Tensor) -> Tensor:
 def main(argv=None) -> int:
     parser = Parser(prog="dates-attention-graph", description=__doc__.split("\n")[0], epilog=EXIT_CODES_HELP)
     add_model_arguments(parser)
-    parser.add_argument("--kind", choices=KINDS, default="encoder-self", help="which attention (default: %(default)s)")
+    parser.add_argument("--kind", choices=KINDS, default=None,
+                        help="which attention (default: encoder-self; a decoder-only model's only kind is decoder-self)")
     parser.add_argument("--layer", type=int, default=0, help="layer index, from 0 (default: %(default)s)")
     parser.add_argument("--backward", action="store_true", help="also show the gradients of sum(output)")
     parser.add_argument("--out", type=path_argument, default=os.path.join("runs", "viz", "attention_step"),
@@ -208,8 +214,9 @@ def main(argv=None) -> int:
         formats = tuple(args.format or ["svg"])
         check_outputs([f"{args.out}.{fmt}" for fmt in ("dot",) + formats], args.force)
         chosen = model_from_args(args)
+        kind = args.kind or attention_kinds(chosen.model)[0]
         start = time.perf_counter()
-        graph, _ = build_attention_graph(chosen.model, args.date, args.kind, args.layer, args.backward,
+        graph, _ = build_attention_graph(chosen.model, args.date, kind, args.layer, args.backward,
                                          not args.no_clusters, args.rankdir, untrained=not chosen.trained,
                                          max_depth=args.max_depth, output_of=args.output_of)
         built = time.perf_counter()

@@ -29,8 +29,8 @@ from transformer.output_file import add_force_option, atomic_output, check_outpu
 from transformer.output_folder import make_output_folder
 from transformer.run_dir import LOG_NAME, RunFolderError, default_checkpoint, log_lines
 
-from .inputs import (UNTRAINED, add_model_arguments, decoder_input_from_greedy, model_from_args, on_numpy_twins,
-                     source_ids, token_labels)
+from .inputs import (UNTRAINED, add_model_arguments, attention_kinds, decoder_input_from_greedy, is_decoder_only,
+                     model_from_args, model_inputs, on_numpy_twins, source_ids, token_labels)
 
 KINDS = ("encoder-self", "decoder-self", "cross")
 TITLES = {"encoder-self": "encoder self-attention",
@@ -43,6 +43,10 @@ CAPTIONS = {
     "cross": ("rows: the decoder's input, <sos> + the model's output shifted one place right "
               "(row t predicts output character t); columns: the encoder's input, the ISO date"),
 }
+DECODER_ONLY_TITLE = "masked self-attention (decoder-only)"
+DECODER_ONLY_CAPTION = ("rows and columns: the model's one sequence, the ISO date, <sos>, then its output "
+                        "(the row of <sos> and each later row predicts the next output character); the causal "
+                        "mask hides keys after the query")
 PANEL_INCHES = 2.7
 DPI = 100                   # with the font sizes below every text is at least 10 px tall
 TICK_POINTS = 8             # 8 pt at 100 dpi = 11 px
@@ -63,6 +67,7 @@ class AttentionMaps:
     target_tokens: list          # decoder positions: <sos> + greedy output (without <eos>)
     weights: dict = field(default_factory=dict)   # kind -> (layers, heads, Tq, Tk)
     untrained: bool = False      # said in every title
+    decoder_only: bool = False   # then target_tokens is its whole sequence: date, <sos>, output
 
     def axis_tokens(self, kind):
         """(query tokens, key tokens) of an attention kind."""
@@ -74,16 +79,17 @@ class AttentionMaps:
 def attention_maps(model, date: str, untrained: bool = False) -> AttentionMaps:
     src = source_ids(date)
     tgt_in = decoder_input_from_greedy(model, src)
+    inputs = model_inputs(model, src, tgt_in)
     with inference(model):
-        model(src, tgt_in)
-    weights = {
-        "encoder-self": [layer.self_attn.last_weights[0] for layer in model.encoder.layers],
-        "decoder-self": [layer.self_attn.last_weights[0] for layer in model.decoder.layers],
-        "cross": [layer.cross_attn.last_weights[0] for layer in model.decoder.layers],
-    }
+        model(*inputs)
+    weights = {"decoder-self": [layer.self_attn.last_weights[0] for layer in model.decoder.layers]}
+    if not is_decoder_only(model):
+        weights["encoder-self"] = [layer.self_attn.last_weights[0] for layer in model.encoder.layers]
+        weights["cross"] = [layer.cross_attn.last_weights[0] for layer in model.decoder.layers]
     return AttentionMaps(date=date, output_text=decode(tgt_in[0]),
-                         source_tokens=token_labels(src[0]), target_tokens=token_labels(tgt_in[0]),
-                         weights={kind: np.stack(w) for kind, w in weights.items()}, untrained=untrained)
+                         source_tokens=token_labels(src[0]), target_tokens=token_labels(inputs[-1][0]),
+                         weights={kind: np.stack(w) for kind, w in weights.items()}, untrained=untrained,
+                         decoder_only=is_decoder_only(model))
 
 
 def plot_attention(maps: AttentionMaps, kind: str) -> Figure:
@@ -106,8 +112,9 @@ def plot_attention(maps: AttentionMaps, kind: str) -> Figure:
     bar.set_label("attention weight", fontsize=9)
     bar.ax.tick_params(labelsize=TICK_POINTS)
     note = f" ({UNTRAINED}: its output is noise)" if maps.untrained else ""
-    fig.suptitle(f"{TITLES[kind]}: {maps.date} → {maps.output_text!r}{note}", fontsize=12)
-    fig.supxlabel(CAPTIONS[kind], fontsize=TICK_POINTS, wrap=True)
+    title, caption = (DECODER_ONLY_TITLE, DECODER_ONLY_CAPTION) if maps.decoder_only else (TITLES[kind], CAPTIONS[kind])
+    fig.suptitle(f"{title}: {maps.date} → {maps.output_text!r}{note}", fontsize=12)
+    fig.supxlabel(caption, fontsize=TICK_POINTS, wrap=True)
     return fig
 
 
@@ -128,17 +135,18 @@ def _label_panel(ax, layer, head, queries, keys, first_column, last_row):
         ax.set_ylabel("query", fontsize=9)
 
 
-def heatmap_paths(out_dir, prefix) -> dict:
+def heatmap_paths(out_dir, prefix, kinds=KINDS) -> dict:
     """kind -> the PNG ``save_attention_heatmaps`` writes for it."""
-    return {kind: os.path.join(out_dir, f"{prefix}_{kind}.png") for kind in KINDS}
+    return {kind: os.path.join(out_dir, f"{prefix}_{kind}.png") for kind in kinds}
 
 
 def save_attention_heatmaps(model, date: str, out_dir=".", prefix="attention", dpi=DPI,
                             untrained: bool = False, force=True) -> dict:
-    """Write ``<prefix>_<kind>.png`` for the three kinds; returns kind -> SavedFigure.
+    """Write ``<prefix>_<kind>.png`` for each kind the model has (the encoder-decoder three, the
+    decoder-only model ``decoder-self``); returns kind -> SavedFigure.
 
     An existing PNG is replaced only with ``force`` (``transformer.output_file``)."""
-    paths = heatmap_paths(out_dir, prefix)
+    paths = heatmap_paths(out_dir, prefix, attention_kinds(model))
     make_output_folder(out_dir, "--out-dir")
     check_outputs(paths.values(), force, "--out-dir or --prefix")
     maps = attention_maps(model, date, untrained)

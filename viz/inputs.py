@@ -6,6 +6,10 @@ The commands draw the trained model in ``runs/dates/model.npz`` (where
 model and say so in one line and in every title. A fresh model is what you get
 before training: ``minigrad.manual_seed(seed)`` then ``Transformer(config)``,
 so the same seed always draws the same weights.
+
+A decoder-only checkpoint (``dates-train --architecture decoder-only``) is drawn too: its
+one input is the date's characters, ``<sos>`` and the answer (``model_inputs``), and its only
+attention is masked self-attention, the kind ``decoder-self`` (``attention_kinds``).
 """
 import os
 import sys
@@ -17,6 +21,7 @@ import minigrad
 from transformer.config import ModelConfig
 from transformer.console import path_argument
 from transformer.dates import EOS, SOS, VOCAB, encode, parse_iso_date, translate_reference
+from transformer.decoder_only import DecoderOnlyTransformer
 from transformer.decoding import greedy_decode
 from transformer.limits import check_model_size
 from transformer.run_dir import default_checkpoint as newest_checkpoint
@@ -140,7 +145,7 @@ def decoder_input_from_greedy(model, src: np.ndarray) -> np.ndarray:
     out = greedy_decode(model, src)[0]
     stop = np.flatnonzero(out == EOS)
     produced = out[: stop[0]] if len(stop) else out
-    limit = model.config.max_len - 1
+    limit = model.config.max_len - 1 - (src.shape[1] - 2 if is_decoder_only(model) else 0)
     return np.concatenate([[SOS], produced[:limit]])[None, :].astype(np.int64)
 
 
@@ -153,3 +158,52 @@ def decoder_input_from_reference(date: str) -> np.ndarray:
 def token_labels(ids) -> list:
     """Tick/row labels: '<sos>', '1', '-', ... (a space is shown as '␣')."""
     return ["␣" if VOCAB[i] == " " else VOCAB[i] for i in np.asarray(ids).reshape(-1)]
+
+
+# ------------------------------------------------------------ either architecture
+ATTENTION_KINDS = ("encoder-self", "decoder-self", "cross")
+
+
+def is_decoder_only(model) -> bool:
+    return isinstance(model, DecoderOnlyTransformer)
+
+
+def attention_kinds(model) -> tuple:
+    """The attention kinds ``model`` has: all three, or a decoder-only model's masked self-attention."""
+    return ("decoder-self",) if is_decoder_only(model) else ATTENTION_KINDS
+
+
+def check_kind(model, kind: str):
+    """ValueError in one line when ``model`` has no attention of this kind."""
+    if kind not in attention_kinds(model):
+        raise ValueError(f"this is a decoder-only model: its only attention is masked self-attention "
+                         f"(--kind decoder-self); it has no {kind} attention")
+
+
+def model_inputs(model, src: np.ndarray, tgt_in: np.ndarray) -> tuple:
+    """The arguments to call ``model`` with: (src, tgt_in), or for a decoder-only model its one
+    sequence, the date's characters followed by tgt_in (<sos> + answer)."""
+    if is_decoder_only(model):
+        return (np.concatenate([src[:, 1:-1], tgt_in], axis=1),)
+    return src, tgt_in
+
+
+def reference_inputs(model, date: str) -> tuple:
+    """``model_inputs`` teacher-forced on the correct answer for ``date``."""
+    return model_inputs(model, source_ids(date), decoder_input_from_reference(date))
+
+
+def axis_labels(model, inputs: tuple, kind: str) -> tuple:
+    """(query labels, key labels) of an attention kind for the model's ``inputs``."""
+    if is_decoder_only(model):
+        sequence = token_labels(inputs[0])
+        return sequence, sequence
+    source, target = token_labels(inputs[0]), token_labels(inputs[1])
+    return (source if kind == "encoder-self" else target), (target if kind == "decoder-self" else source)
+
+
+def require_encoder_decoder(model, command: str):
+    """ValueError in one line for a command that only knows the encoder-decoder."""
+    if is_decoder_only(model):
+        raise ValueError(f"{command} walks through the encoder-decoder; this checkpoint holds a decoder-only "
+                         "model (dates-explore --kind decoder-self shows its attention)")

@@ -28,7 +28,8 @@ from transformer.dates import PAD, DateError
 from transformer.decoding import inference
 from transformer.positional import sinusoidal_encoding
 
-from .inputs import add_model_arguments, model_from_args, on_numpy_twins, source_ids, token_labels
+from .inputs import (add_model_arguments, model_from_args, on_numpy_twins, require_encoder_decoder, source_ids,
+                     token_labels)
 
 DEFAULT_DATE = "1676-11-30"
 SPECIAL_TOKENS = ("<sos>", "<eos>", "<pad>")
@@ -59,6 +60,7 @@ class Walkthrough:
 
 
 def compute_walkthrough(model, date: str = DEFAULT_DATE, head: int = 0) -> Walkthrough:
+    require_encoder_decoder(model, "dates-explain")
     attention = model.encoder.layers[0].self_attn
     if not 0 <= head < attention.num_heads:
         raise ValueError(f"head {head} does not exist: the model has heads 0..{attention.num_heads - 1}")

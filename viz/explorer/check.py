@@ -16,7 +16,7 @@ from minigrad import Tensor, gradcheck, no_grad
 from minigrad.gradcheck import _numeric_jacobian
 
 from ..attention_graph import _as_leaves, capture_attention_call, find_attention_module
-from ..inputs import decoder_input_from_reference, source_ids
+from ..inputs import reference_inputs
 
 _DEFAULTS = inspect.signature(gradcheck).parameters
 EPS = _DEFAULTS["eps"].default
@@ -29,7 +29,7 @@ def check_gradients(model, date, kind, layer, record, seed=0) -> dict:
     ``max_error`` is the largest difference as a fraction of the tolerance (at most 1: ok)."""
     model64 = copy.deepcopy(model).to(np.float64)
     name, module = find_attention_module(model64, kind, layer)
-    call = _as_leaves(capture_attention_call(model64, module, source_ids(date), decoder_input_from_reference(date)))
+    call = _as_leaves(capture_attention_call(model64, module, reference_inputs(model64, date)))
     leaves64 = dict(model64.named_parameters())
     leaves64[call.x.name] = call.x
     if call.memory is not None:

@@ -49,7 +49,8 @@ def main(argv=None) -> int:
     parser = Parser(prog="dates-explore", description="One attention step of the date model, "
                     "forward and backward, in one self-contained HTML page.")
     add_model_arguments(parser)
-    parser.add_argument("--kind", choices=KINDS, default="decoder-self", help="which attention (default: %(default)s)")
+    parser.add_argument("--kind", choices=KINDS, default="decoder-self",
+                        help="which attention (default: %(default)s, the one kind a decoder-only model has)")
     parser.add_argument("--layer", type=int, default=0, help="layer index, from 0 (default: %(default)s)")
     parser.add_argument("--out", default=os.path.join("runs", "viz", "explorer.html"), type=path_argument,
                         help="the HTML file to write (default: %(default)s)")

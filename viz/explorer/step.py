@@ -17,7 +17,8 @@ import numpy as np
 
 from minigrad import autograd_steps, detect_anomaly
 
-from ..attention_graph import MASK_KINDS, run_attention_step
+from ..attention_graph import mask_kind as attention_mask_kind
+from ..attention_graph import run_attention_step
 from ..details import mask_kind, mask_of, mask_pattern, value_lines
 from ..graph import _collect, _kind, _parameter_names
 
@@ -40,6 +41,7 @@ class StepRecord:
     arrivals: dict = field(default_factory=dict)    # tensor index -> [(step number, gradient part)]
     saved: dict = field(default_factory=dict)       # op index -> [(attribute, array)] read during its step
     totals: dict = field(default_factory=dict)      # tensor index -> the gradient it ended with
+    mask_kind: str = ""                             # the attention mask's kind: "causal + padding", ...
 
     def index(self, tensor) -> int:
         return self._positions[id(tensor)]
@@ -91,7 +93,7 @@ class StepRecord:
             filled = attribute == "mask"            # MaskedFill keeps where it fills: the attention mask's ~
             allowed = ~mask_pattern(array) if filled else mask_pattern(array)
             record["mask"] = {"attribute": attribute, "shape": list(array.shape),
-                              "kind": MASK_KINDS.get(self.kind) if filled else mask_kind(array),
+                              "kind": self.mask_kind if filled else mask_kind(array),
                               "may_attend": allowed.astype(int).tolist(), "inverted": filled}
         return record
 
@@ -188,7 +190,8 @@ def explore_step(model, date="1845-01-05", kind="encoder-self", layer=0) -> Step
     with detect_anomaly():                  # so the loss's op has its source line too
         loss = output.sum().named("loss = sum(output)")
     tensors, ops, _ = _collect(loss, max_nodes=None, max_depth=None)
-    record = StepRecord(name, kind, layer, loss, tensors, ops, _parameter_names(model))
+    record = StepRecord(name, kind, layer, loss, tensors, ops, _parameter_names(model),
+                        mask_kind=attention_mask_kind(model, kind))
     for tensor in tensors:
         if tensor.grad_fn is not None:
             tensor.retain_grad()            # every intermediate keeps its gradient for the panel

@@ -1,0 +1,201 @@
+"""next-word-train and next-word-complete: next-word prediction on the generated language.
+
+    next-word-train                               # until every held-out kind is at 95%
+    next-word-complete "ann went to the bakery and bought a"
+    echo "bob gave the cup to ann . now the cup is with" | next-word-complete
+
+The same conventions as dates-train and dates-translate (``cli.py``, whose training run and
+options they share): a progress bar, atomic checkpoints in a run folder under runs/, Ctrl-C
+saves the last step and says how to resume, one-line errors and exit 2, stdin read a line at
+a time. The language, its sentence kinds and its split: ``transformer/language.py``.
+"""
+import os
+import sys
+
+import numpy as np
+
+from .cli import (TrainingCommand, _decoding_kernels, _finite, _model_options, _optimizer_options, _run_options,
+                  _stopping_options, _train_out_dir, read_stdin, run_training, train_values)
+from .console import Parser, console_script, fail, path_argument
+
+DEFAULT_OUT = os.path.join("runs", "next-word")
+DEFAULT_CHECKPOINT = os.path.join(DEFAULT_OUT, "model.npz")
+EXAMPLE_PROMPTS = ("ann went to the florist and bought a",
+                   "i see a lemon , a ruby and a parrot . i point at the green",
+                   "the hen and the dog swap voices . now the hen",
+                   "ann gave the cup to bob . now the cup is with",
+                   "ann is at the lake and bob is at the mill . bob is at the")
+
+TRAIN_DESCRIPTION = """\
+Train the decoder-only model to predict the next word of the generated language, until
+it is done: every sentence kind (topic, colour, swap, order, recall) at --target-accuracy
+on held-out sentences, whose names, places, things and animals never appeared together in
+training. The stopping rule is dates-train's, read on held-out samples: a cool-down once a
+few held-out sentences of each kind, scored every step, are nearly all right, then the check
+on the whole held-out set.
+
+Ctrl-C saves the last completed step; --resume continues it exactly."""
+
+
+# ------------------------------------------------------------------- train
+def _train_parser():
+    from .next_word import default_model_config, default_train_config
+    from .training import SCHEDULES
+
+    p = Parser(prog="next-word-train", description=TRAIN_DESCRIPTION)
+    t = default_train_config()
+    _run_options(p.add_argument_group("the run"), t)
+    _help(p, "out", f"folder for the checkpoint and training log (default: {DEFAULT_OUT}, or {DEFAULT_OUT}-2, "
+                    "-3 ... when an earlier run is there; with --resume the checkpoint's folder)")
+    _stopping_options(p.add_argument_group("when to stop"), t)
+    _help(p, "target_accuracy", f"stop when every kind's held-out accuracy reaches this fraction at the end of "
+                                f"the cool-down (default: {t.target_accuracy}); 0 = train --max-steps steps")
+    _help(p, "steps", f"at most this many optimizer steps in all (default: {t.steps})")
+    _help(p, "cooldown_at", "the lowest kind's accuracy on the last 4 steps' held-out samples that starts the "
+                            "cool-down (at most --target-accuracy)")
+    _optimizer_options(p.add_argument_group("optimizer and data"), t, SCHEDULES)
+    _help(p, "batch_size", "sentences per training step")
+    _model_options(p.add_argument_group("the model (a new run; --resume keeps the checkpoint's)"),
+                   default_model_config(), architecture=False)
+    _help(p, "layers", "blocks of causal self-attention and feed-forward")
+    return p
+
+
+def _help(parser, dest, text):
+    """Reword one shared option's help for this command (the options are dates-train's)."""
+    next(action for action in parser._actions if action.dest == dest).help = text
+
+
+def _out_dir(args) -> str:
+    return _train_out_dir(args, DEFAULT_OUT)
+
+
+def _new_trainer(args, out_dir):
+    from .limits import check_model_size
+    from .next_word import NextWordTrainer, default_model_config, default_train_config
+
+    model_config = default_model_config(d_model=args.d_model, num_heads=args.heads, num_layers=args.layers,
+                                        d_ff=args.d_ff, dropout=args.dropout, positional=args.positional)
+    train_config = default_train_config(**train_values(args))
+    check_model_size(model_config, train_config.batch_size)
+    return lambda: NextWordTrainer(model_config, train_config, out_dir=out_dir)
+
+
+@console_script
+def train_main(argv=None) -> int:
+    from .next_word import NextWordTrainer
+
+    args = _train_parser().parse_args(argv)
+    return run_training(args, TrainingCommand("next-word-train", NextWordTrainer, _out_dir, _new_trainer,
+                                              _print_summary))
+
+
+def _print_summary(summary, trainer, wall):
+    from .next_word import complete
+
+    evaluation = summary["evaluation"]
+    print(f"\nheld-out next-word accuracy ({evaluation['count']} sentences never seen in training):")
+    for kind, accuracy in evaluation["per_kind"].items():
+        print(f"  {kind:8s} {accuracy:7.2%}")
+    target = summary["target"]
+    if target is not None and summary["reached_step"] is not None:
+        state = "confirmed" if summary["target_confirmed"] else "not yet confirmed"
+        print(f"target {target:.2%} on every kind reached at step {summary['reached_step']} after "
+              f"{summary['reached_seconds']:.1f} s of training ({state})")
+    elif target is not None:
+        print(f"target {target:.2%} on every kind not reached in {summary['steps']} steps (raise --max-steps, "
+              "or resume)")
+    median = summary["median_step_ms"]
+    print(f"steps {summary['steps']}, wall time {wall:.1f} s" + (f", median step {median:.1f} ms" if median else ""))
+    for context, predicted, expected in summary["wrong"]:
+        print(f"  wrong: {context} -> {predicted!r} (expected {expected!r})")
+    for prompt in EXAMPLE_PROMPTS:
+        print(f"  {prompt} -> {' '.join(complete(trainer.model, prompt.split()))}")
+    print(f"checkpoint: {summary['checkpoint']}\ntraining log: {summary['log']}")
+
+
+# ---------------------------------------------------------------- complete
+def _complete_parser():
+    p = Parser(prog="next-word-complete",
+               description="Continue prompts in the generated language, one word at a time, with a trained model.",
+               epilog="Prompts given as arguments are all checked before any is completed. Prompts on stdin are "
+                      "completed one per line as they come: a bad line gets one 'error: stdin line N: ...' line on "
+                      "stderr and the others are still completed. Exit codes: 0 all completed, 2 a bad argument, "
+                      "checkpoint or input line, 130 Ctrl-C, 141 stdout closed or full.")
+    p.add_argument("prompts", nargs="*", help="prompts to continue; none: read one per line from stdin")
+    p.add_argument("--checkpoint", default=None, type=path_argument,
+                   help=f"the model next-word-train wrote (default: the newest finished run's, {DEFAULT_CHECKPOINT} "
+                        f"or {DEFAULT_OUT}-N/model.npz)")
+    p.add_argument("--temperature", type=_finite, default=0.0, metavar="T",
+                   help="sample each word from softmax(logits / T); 0 = greedy, the most likely word")
+    p.add_argument("--top-k", type=int, default=None, metavar="K",
+                   help="with --temperature: sample among the K most likely words (default: all)")
+    p.add_argument("--seed", type=int, default=None, help="random seed for sampling (default: a fresh one)")
+    p.add_argument("--max-words", type=int, default=None, metavar="N",
+                   help="stop after N words (default: at <eos>, or when the model's max_len is full)")
+    return p
+
+
+def _check_options(args):
+    """The first bad option's message, or None."""
+    if args.temperature < 0:
+        return f"--temperature must be >= 0, got {args.temperature}"
+    if args.top_k is not None and args.top_k < 1:
+        return f"--top-k must be at least 1, got {args.top_k}"
+    if args.top_k is not None and args.temperature == 0:
+        return "--top-k only applies to sampling: add --temperature T"
+    if args.seed is not None and args.seed < 0:
+        return f"--seed must be >= 0, got {args.seed}"
+    if args.max_words is not None and args.max_words < 1:
+        return f"--max-words must be at least 1, got {args.max_words}"
+    return None
+
+
+@console_script
+def complete_main(argv=None) -> int:
+    from .checkpoint import CheckpointError
+    from .language import LanguageError, split_words
+    from .run_dir import default_checkpoint
+    from .training import load_model
+
+    args = _complete_parser().parse_args(argv)
+    if not args.prompts and sys.stdin is None:
+        return fail("stdin is closed and no prompts were given: pass them as arguments or one per line on stdin")
+    problem = _check_options(args)
+    if problem:
+        return fail(problem)
+    try:
+        for text in args.prompts:
+            split_words(text)              # an unknown word fails before the model is loaded
+        model = load_model(args.checkpoint or default_checkpoint(DEFAULT_OUT), task="next-word")
+        prompts = [_prompt_words(model, text) for text in args.prompts]
+    except (LanguageError, CheckpointError) as error:
+        return fail(str(error))
+    write = _completer(model, args)
+    if prompts:
+        for text, words in zip(args.prompts, prompts):
+            write(text, words)
+        return 0
+    return read_stdin(lambda texts: [write(text, _prompt_words(model, text)) for text in texts],
+                      lambda text: _prompt_words(model, text), LanguageError, "prompts", batch_size=1)
+
+
+def _prompt_words(model, text):
+    """A typed prompt -> its words, checked (LanguageError: an unknown word, none, too many)."""
+    from .language import split_words
+    from .next_word import check_prompt
+    words = split_words(text)
+    check_prompt(model, words)
+    return words
+
+
+def _completer(model, args):
+    """(prompt text, its words) -> the prompt and its continuation printed."""
+    from .next_word import complete
+    rng = np.random.default_rng(args.seed)
+
+    def write(text, words):
+        with _decoding_kernels():             # one short sequence: the kernels' numpy twins are as fast
+            continuation = complete(model, words, args.max_words, args.temperature, args.top_k, rng)
+        print(f"{text} -> {' '.join(continuation)}", flush=True)
+    return write
