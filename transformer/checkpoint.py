@@ -61,14 +61,19 @@ def save_checkpoint(path, model_state: dict, optimizer_state: dict, meta: dict):
             scalars[key] = value
     meta = {**meta, "format_version": FORMAT_VERSION, "optimizer_scalars": scalars}
     arrays["meta.json"] = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
+    write_npz_atomically(path, arrays)
 
+
+def write_npz_atomically(path, arrays: dict, compressed: bool = False):
+    """``np.savez`` (or ``savez_compressed``) to a temporary file, fsynced, then renamed onto
+    ``path``: a reader sees the old file or the new one, never half of one."""
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     tmp = os.path.join(folder, f".tmp-{os.getpid()}-{os.urandom(4).hex()}.npz")
     try:
         # os.open with 0o666 lets the umask decide (0644 usually); mkstemp would force 0600
         with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), "wb") as f:
-            np.savez(f, **arrays)
+            (np.savez_compressed if compressed else np.savez)(f, **arrays)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

@@ -121,6 +121,11 @@ def _run_options(p, t):
                         "threads for every step, repeatable for the same N (OpenBLAS's last bits depend on its "
                         "thread count) (default: $MINIGRAD_BLAS_THREADS, else auto)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (logs only)")
+    p.add_argument("--snapshot-every", type=int, default=None, metavar="N",
+                   help="record the attention maps of a fixed probe input (every layer, head and kind) at step 0, "
+                        "every N steps and at the last step, into attention_snapshots.npz in the run folder; "
+                        "dates-explore then shows them with a training-step slider (default: 0 = none; with "
+                        "--resume: the run's own setting)")
     p.add_argument("--profile", type=int, default=None, metavar="N",
                    help="run step N (counted from 1, as in the log) inside minigrad.profile() and print its "
                         "table: every op that ran, forward and backward, its calls, time, kernel or numpy "
@@ -199,7 +204,7 @@ def train_values(args) -> dict:
     values = dict(batch_size=args.batch_size, lr=args.lr, warmup=args.warmup, schedule=args.schedule,
                   cooldown=args.cooldown, cooldown_at=args.cooldown_at, clip=args.clip,
                   label_smoothing=args.label_smoothing, seed=args.seed)
-    for name in ("steps", "target_accuracy", "eval_every"):
+    for name in ("steps", "target_accuracy", "eval_every", "snapshot_every"):
         if getattr(args, name) is not None:
             values[name] = getattr(args, name)
     return values
@@ -258,7 +263,8 @@ def _open_trainer(args, out_dir, make_trainer, trainer_class=None):
         refuse_to_overwrite(out_dir)
     if not args.resume:
         return make_trainer()
-    overrides = {k: getattr(args, k) for k in ("target_accuracy", "eval_every") if getattr(args, k) is not None}
+    overrides = {k: getattr(args, k) for k in ("target_accuracy", "eval_every", "snapshot_every")
+                 if getattr(args, k) is not None}
     trainer = trainer_class.resume(args.resume, out_dir=out_dir, steps=args.steps, **overrides)
     print(f"resuming {args.resume} at step {trainer.step} (at most {trainer.config.steps}), writing to {out_dir}")
     return trainer

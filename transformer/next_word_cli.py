@@ -58,6 +58,10 @@ def _train_parser():
     _model_options(p.add_argument_group("the model (a new run; --resume keeps the checkpoint's)"),
                    default_model_config(), architecture=False)
     _help(p, "layers", "blocks of causal self-attention and feed-forward")
+    _help(p, "snapshot_every", "record the attention maps (every layer and head) of one held-out sentence of each "
+                               "kind at step 0, every N steps and at the last step, into attention_snapshots.npz "
+                               "in the run folder (transformer.snapshots.load_snapshots reads it) (default: 0 = "
+                               "none; with --resume: the run's own setting)")
     return p
 
 

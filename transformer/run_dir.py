@@ -22,7 +22,7 @@ from .output_folder import make_output_folder
 
 CHECKPOINT_NAME = "model.npz"
 LOG_NAME = "train_log.jsonl"
-LOCK_NAME = ".dates-train.lock"
+LOCK_NAME = ".training.lock"     # one name for every trainer: a dates and a next-word run exclude each other
 DEFAULT_RUN = os.path.join("runs", "dates")     # a plain dates-train's folder; then runs/dates-2, -3 ...
 
 

@@ -9,6 +9,9 @@ step lives here:
     CheckpointCadence  when to save, and the save before stopping on Ctrl-C
     step_profile       one step inside ``minigrad.profile()``, its table printed
 
+The attention snapshots (``--snapshot-every``) are an observer of the same kind, in
+``snapshots.AttentionSnapshots``.
+
 The thread policy is ``transformer.threads.TrainingThreads``, the interrupt
 ``interrupt.GracefulInterrupt``, the evaluation cadence and stopping rule
 ``Trainer._evaluation_due`` and ``stopping.TargetStop``.

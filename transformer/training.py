@@ -33,6 +33,7 @@ from .interrupt import GracefulInterrupt
 from .model import Transformer
 from .run_dir import CHECKPOINT_NAME, LOG_NAME
 from .session import CheckpointCadence, ProgressBar, TrainingClock, TrainingLog, step_profile
+from .snapshots import SNAPSHOTS_NAME, AttentionSnapshots
 from .stopping import TargetStop
 
 SCHEDULES = ("plateau", "cosine", "inverse_sqrt", "constant")
@@ -59,13 +60,15 @@ class TrainConfig:
     eval_every: int = 0           # also evaluate every this many steps, for the log (0 = only when
                                   # the target looks reached and at the end)
     checkpoint_every: int = 100   # save every this many steps (0 = only at the end)
+    snapshot_every: int = 0       # record the attention maps of a probe input every this many steps
+                                  # (snapshots.AttentionSnapshots; 0 = never)
 
     def __post_init__(self):
         self.betas = tuple(self.betas)
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
         for name, low in (("steps", 1), ("batch_size", 1), ("warmup", 0), ("cooldown", 1), ("seed", 0),
-                          ("eval_every", 0), ("checkpoint_every", 0)):
+                          ("eval_every", 0), ("checkpoint_every", 0), ("snapshot_every", 0)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
@@ -197,10 +200,11 @@ class Trainer:
         checkpoints = CheckpointCadence(self, checkpoint_path or os.path.join(self.out_dir, CHECKPOINT_NAME))
         clock = TrainingClock(self.elapsed)
         blas = TrainingThreads(blas_threads)       # BLAS threads per step (transformer/threads.py)
+        snapshots = AttentionSnapshots(self, self.config.snapshot_every, os.path.join(self.out_dir, SNAPSHOTS_NAME))
         stop = self.stopper.confirmed(self.step)   # a finished run resumed: nothing to train
-        last_eval = None
+        last_eval = record = None
         with TrainingLog(log_path, self.step, self.resumed_from) as log, GracefulInterrupt() as interrupt, \
-                ProgressBar(self.config.steps, progress) as bar:
+                ProgressBar(self.config.steps, progress) as bar, snapshots:
             while self.step < self.config.steps and not stop:
                 record = self._timed_step(blas, clock, bar, profile=self.step + 1 == profile_step)
                 interrupt.armed = True             # from now on there is a step worth saving
@@ -212,9 +216,11 @@ class Trainer:
                 record["elapsed"] = round(clock.seconds(), 3)
                 log.write(record)
                 checkpoints.after_step(clock.seconds(), stop)
+                snapshots.after_step(record, saved=checkpoints.saved_step == self.step)
                 if interrupt.requested and not (self.step == self.config.steps or stop):
                     raise checkpoints.interrupted(clock.seconds())   # a finished run just finishes
                 bar.step_done(self.step, record)
+            snapshots.finished(record)
         if last_eval is None:      # nothing trained in this session (a finished run resumed)
             last_eval = self.evaluate(show_wrong=5)
         return self._summary(last_eval, clock, checkpoints.path, log_path)

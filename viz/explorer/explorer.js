@@ -1,6 +1,7 @@
 // The explorer page: one attention step's graph (laid out by dagre), a panel for the tensor or op
 // clicked, backward one op at a time (← / → and a slider), the attention weights head by head,
-// and an overlay of the gradient check. Reads the JSON in #explorer-data; needs no network.
+// the weights at every recorded training step (a slider, when the run kept snapshots), and an
+// overlay of the gradient check. Reads the JSON in #explorer-data; needs no network.
 (function () {
   "use strict";
   var DATA = JSON.parse(document.getElementById("explorer-data").textContent);
@@ -305,6 +306,7 @@
     document.addEventListener("keydown", function (event) {
       var target = event.target;        // a menu keeps its own arrow keys; the slider and switches do not
       if (target.tagName === "SELECT" || target.tagName === "INPUT" && ["range", "checkbox"].indexOf(target.type) < 0) return;
+      if (target.id === "snap-step") return;     // the training-step slider keeps its own arrow keys
       if (event.key === "ArrowRight") { showStep(state.step + 1); event.preventDefault(); }
       if (event.key === "ArrowLeft") { showStep(state.step - 1); event.preventDefault(); }
     });
@@ -495,7 +497,56 @@
 
   // --------------------------------------------------------------- attention
   var ATTENTION = DATA.attention;
-  function currentMap() { return ATTENTION[+document.getElementById("att-module").value]; }
+  var SNAPSHOTS = DATA.snapshots || null;
+  function currentMap() {
+    var map = ATTENTION[+document.getElementById("att-module").value];
+    return SNAPSHOTS ? snapshotMap(map.module, +document.getElementById("snap-step").value) : map;
+  }
+
+  // the weights of one module at recorded training step `index`, shaped as a map of ATTENTION
+  function snapshotMap(module, index) {
+    var m = SNAPSHOTS.modules.find(function (s) { return s.module === module; });
+    var values = decode(m.weights), rows = m.queries.length, cols = m.keys.length;
+    var heads = values.length / (SNAPSHOTS.steps.length * rows * cols), weights = [];
+    for (var h = 0; h < heads; h++) {
+      var base = (index * heads + h) * rows * cols, grid = [];
+      for (var q = 0; q < rows; q++) grid.push(Array.from(values.subarray(base + q * cols, base + (q + 1) * cols)));
+      weights.push(grid);
+    }
+    return {module: m.module, kind: m.kind, layer: m.layer, queries: m.queries, keys: m.keys,
+            mask_kind: m.mask_kind, may_attend: m.may_attend, weights: weights, step: SNAPSHOTS.steps[index]};
+  }
+  function snapshotLabel(index) {
+    var last = SNAPSHOTS.steps.length - 1, loss = SNAPSHOTS.loss[index], accuracy = SNAPSHOTS.accuracy[index];
+    return "training step " + SNAPSHOTS.steps[index] + " (" + SNAPSHOTS.steps[0] + "–" + SNAPSHOTS.steps[last] + ")" +
+      (loss === null ? "" : " · loss " + loss.toFixed(4)) +
+      (accuracy === null ? "" : " · " + SNAPSHOTS.accuracy_name + " " + (100 * accuracy).toFixed(1) + "%");
+  }
+  function showSnapshot(index) {
+    var slider = document.getElementById("snap-step");
+    index = Math.max(0, Math.min(SNAPSHOTS.steps.length - 1, index));
+    slider.value = index;
+    document.getElementById("snap-label").textContent = snapshotLabel(index);
+    drawAttention();
+  }
+  function setUpSnapshots() {
+    if (!SNAPSHOTS) return;
+    var slider = document.getElementById("snap-step"), probe = document.getElementById("snap-probe");
+    document.getElementById("snap-row").hidden = false;
+    slider.max = SNAPSHOTS.steps.length - 1;
+    slider.addEventListener("input", function () { showSnapshot(+slider.value); });
+    probe.hidden = false;
+    probe.textContent = "the weights while the run trained, on its probe " + SNAPSHOTS.probe +
+      (SNAPSHOTS.probe.indexOf(DATA.date + " ") === 0 ? "" : " (not this page's date)") +
+      "; ↑ / ↓ or the slider move through the recorded steps";
+    document.addEventListener("keydown", function (event) {
+      var target = event.target;
+      if (target.tagName === "SELECT" || target.tagName === "INPUT" && ["range", "checkbox"].indexOf(target.type) < 0) return;
+      if (event.key === "ArrowUp") { showSnapshot(+slider.value + 1); event.preventDefault(); }
+      if (event.key === "ArrowDown") { showSnapshot(+slider.value - 1); event.preventDefault(); }
+    });
+    showSnapshot(SNAPSHOTS.steps.length - 1);        // the last recorded step: the trained model
+  }
   function drawAttention() {
     var map = currentMap(), head = +document.getElementById("att-head").value;
     var weights = map.weights[head], rows = map.queries.length, cols = map.keys.length;
@@ -520,6 +571,7 @@
     document.getElementById("mask-caption").textContent = "mask (" + map.mask_kind + "): dark = True = may attend";
     canvas.dataset.module = map.module;
     canvas.dataset.head = head;
+    if (map.step !== undefined) canvas.dataset.step = map.step;
   }
   function hoverAttention(event) {
     var canvas = event.target, map = currentMap(), rect = canvas.getBoundingClientRect();
@@ -608,6 +660,7 @@
   setUpPanZoom();
   setUpStepping();
   setUpAttention();
+  setUpSnapshots();
   setUpCheck();
   legend();
   showStep(0);

@@ -1,0 +1,208 @@
+"""Watch attention form: the attention maps of a fixed probe input, recorded while a run trains.
+
+``dates-train --snapshot-every N`` (and ``next-word-train``) runs the model on its probe every
+N steps (and at step 0, before any training, and at the run's last step) and keeps every
+attention module's weights: every layer, head and kind the model has. ``dates-explore`` then
+puts a training-step slider over them, so the pattern can be watched as it appears.
+
+The probes: for the dates, ``1845-01-05`` teacher-forced on its answer ``January 5, 1845`` (the
+date every viz command draws by default); for next-word prediction, the first held-out sentence
+of each kind in the language's fixed evaluation set (``Language.evaluation_set``), one row each.
+
+The file, ``attention_snapshots.npz`` in the run folder, loads without pickle:
+
+    steps         (S,) int64          the steps recorded, increasing
+    loss          (S,) float32        that step's training loss (NaN at step 0)
+    accuracy      (S,) float32        that step's ``batch_exact_match`` (the stopping rule's estimate)
+    accuracy_name ()   str            what ``accuracy`` is, in words
+    every         ()   int64          N
+    probe         (P,) str            the probe rows, in words
+    modules       (M,) str            e.g. decoder.layers.1.cross_attn; kinds (M,) str; layers (M,) int64
+    weights.m     (S, P, heads, Tq, Tk) float16    module m's weights
+    queries.m, keys.m   (P, Tq), (P, Tk) str       module m's query and key tokens
+
+float16 keeps three significant digits, plenty for a heatmap, and half the bytes (a default
+date run at N = 10: about 0.2 MB). The file is rewritten whole, atomically, when the trainer
+saves a checkpoint and when the session ends, so it never holds fewer steps than the
+checkpoint; a resumed run first drops the snapshots after its checkpoint's step (as the log is
+cut back) and then continues them.
+"""
+import os
+
+import numpy as np
+
+from .attention import CrossAttention, SelfAttention
+from .checkpoint import write_npz_atomically
+from .decoder_only import DecoderOnlyTransformer
+from .decoding import inference
+
+SNAPSHOTS_NAME = "attention_snapshots.npz"
+PROBE_DATE = "1845-01-05"
+ACCURACY_NAMES = {"dates": "training batch exact match", "next-word": "held-out sample accuracy, lowest kind"}
+
+
+class SnapshotError(Exception):
+    """A snapshots file is unreadable or does not hold what this module writes."""
+
+
+# --------------------------------------------------------------------- probes
+def date_probe(model):
+    """-> (model inputs, probe rows in words, {module kind: (query tokens, key tokens)})."""
+    from .dates import VOCAB, encode, translate_reference
+    answer = translate_reference(PROBE_DATE)
+    src = encode(PROBE_DATE)[None].astype(np.int64)
+    tgt_in = encode(answer)[None, :-1].astype(np.int64)          # <sos> + answer, as teacher forcing feeds it
+
+    def tokens(ids):
+        return np.array([["␣" if VOCAB[i] == " " else VOCAB[i] for i in row] for row in ids])
+    if isinstance(model, DecoderOnlyTransformer):
+        sequence = tokens(np.concatenate([src[:, 1:-1], tgt_in], axis=1))
+        return ((np.concatenate([src[:, 1:-1], tgt_in], axis=1),), [f"{PROBE_DATE} -> {answer}"],
+                {"decoder-self": (sequence, sequence)})
+    source, target = tokens(src), tokens(tgt_in)
+    return ((src, tgt_in), [f"{PROBE_DATE} -> {answer}"],
+            {"encoder-self": (source, source), "decoder-self": (target, target), "cross": (target, source)})
+
+
+def sentence_probe(model):
+    """The first held-out sentence of each kind, one row each (padded to the longest)."""
+    from . import language
+    from .next_word import LANGUAGE_SEED
+    examples = language.Language(LANGUAGE_SEED).evaluation_set(per_kind=1)
+    inputs = language.encode_batch(examples).inputs
+    words = np.array([[language.VOCAB[i] for i in row] for row in inputs])
+    rows = [f"{example.kind}: {' '.join(example.words)}" for example in examples]
+    return (inputs,), rows, {"decoder-self": (words, words)}
+
+
+PROBES = {"dates": date_probe, "next-word": sentence_probe}
+
+
+def attention_modules(model) -> list:
+    """[(name, kind, layer, module)] of every attention module, in the model's order."""
+    found = []
+    for name, module in model.named_modules():
+        if isinstance(module, (SelfAttention, CrossAttention)):
+            kind = "cross" if isinstance(module, CrossAttention) else \
+                "encoder-self" if name.startswith("encoder.") else "decoder-self"
+            found.append((name, kind, int(name.split(".")[2]), module))
+    return found
+
+
+# ------------------------------------------------------------------ recorder
+class AttentionSnapshots:
+    """The session's snapshot observer (``Trainer.run``): ``after_step`` records every ``every``
+    steps, the file is written when a checkpoint is and when the session ends. ``every`` = 0:
+    does nothing."""
+
+    def __init__(self, trainer, every: int, path: str):
+        self.trainer, self.every, self.path = trainer, every, path
+        if not every:
+            return
+        model = trainer.model
+        self.inputs, self.probe, labels = PROBES[trainer.TASK](model)
+        self.modules = attention_modules(model)
+        self.labels = [labels[kind] for _, kind, _, _ in self.modules]
+        self.records = []          # per step: (step, loss, accuracy, [weights per module])
+
+    def __enter__(self):
+        if self.every:
+            self._continue_earlier(self.trainer.step)
+            if self.trainer.step == 0 and not self.records:
+                self.record(float("nan"), float("nan"))      # the untrained model's attention
+        return self
+
+    def after_step(self, record: dict, saved: bool):
+        """After each step: record on the cadence; write when the checkpoint was just saved."""
+        if not self.every:
+            return
+        if record["step"] % self.every == 0:
+            self.record(record["loss"], record["batch_exact_match"])
+        if saved:
+            self.write()
+
+    def finished(self, record: dict):
+        """The run ended normally: its last step is recorded too (the model in the checkpoint)."""
+        if self.every and record is not None and (not self.records or self.records[-1][0] != record["step"]):
+            self.record(record["loss"], record["batch_exact_match"])
+
+    def __exit__(self, *exc):
+        if self.every:
+            self.write()
+
+    def record(self, loss: float, accuracy: float):
+        model = self.trainer.model
+        with inference(model):
+            model(*self.inputs)
+        weights = [np.asarray(module.last_weights, dtype=np.float16) for _, _, _, module in self.modules]
+        self.records.append((self.trainer.step, loss, accuracy, weights))
+
+    def write(self):
+        if not self.records:
+            return
+        arrays = {"steps": np.array([r[0] for r in self.records], dtype=np.int64),
+                  "loss": np.array([r[1] for r in self.records], dtype=np.float32),
+                  "accuracy": np.array([r[2] for r in self.records], dtype=np.float32),
+                  "accuracy_name": np.array(ACCURACY_NAMES[self.trainer.TASK]),
+                  "every": np.array(self.every, dtype=np.int64), "probe": np.array(self.probe),
+                  "modules": np.array([m[0] for m in self.modules]), "kinds": np.array([m[1] for m in self.modules]),
+                  "layers": np.array([m[2] for m in self.modules], dtype=np.int64)}
+        for m, (queries, keys) in enumerate(self.labels):
+            arrays[f"weights.{m}"] = np.stack([r[3][m] for r in self.records])
+            arrays[f"queries.{m}"], arrays[f"keys.{m}"] = queries, keys
+        write_npz_atomically(self.path, arrays, compressed=True)
+
+    def _continue_earlier(self, step: int):
+        """A resumed run: the snapshots up to its checkpoint's ``step``, from its own folder or
+        the one it was resumed from; none when they were of another model or probe."""
+        if not step:
+            return
+        resumed_from = self.trainer.resumed_from
+        sources = [self.path] + ([os.path.join(os.path.dirname(os.path.abspath(resumed_from)), SNAPSHOTS_NAME)]
+                                 if resumed_from else [])
+        for source in reversed(sources):          # the checkpoint's own folder first
+            if not os.path.exists(source):
+                continue
+            try:
+                earlier = load_snapshots(source)
+            except SnapshotError:
+                continue
+            if list(earlier["modules"]) != [m[0] for m in self.modules]:
+                continue
+            for i, s in enumerate(earlier["steps"]):
+                if s <= step:
+                    self.records.append((int(s), float(earlier["loss"][i]), float(earlier["accuracy"][i]),
+                                         [w[i] for w in earlier["weights"]]))
+            return
+
+
+# -------------------------------------------------------------------- reading
+def snapshots_beside(checkpoint) -> str:
+    """The snapshots file in a checkpoint's run folder, or None when it has none."""
+    if not checkpoint:
+        return None
+    path = os.path.join(os.path.dirname(os.path.abspath(checkpoint)), SNAPSHOTS_NAME)
+    return path if os.path.exists(path) else None
+
+
+def load_snapshots(path) -> dict:
+    """The file's arrays, ``weights`` and ``queries``/``keys`` as lists by module, checked;
+    SnapshotError in one line otherwise."""
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            data = {name: archive[name] for name in archive.files}
+        count = len(data["modules"])
+        data["weights"] = [data.pop(f"weights.{m}").astype(np.float32) for m in range(count)]
+        data["queries"] = [data.pop(f"queries.{m}") for m in range(count)]
+        data["keys"] = [data.pop(f"keys.{m}") for m in range(count)]
+        steps = data["steps"]
+        if steps.ndim != 1 or not len(steps) or np.any(np.diff(steps) <= 0):
+            raise ValueError("its steps are not increasing")
+        for weights, queries, keys in zip(data["weights"], data["queries"], data["keys"]):
+            if weights.ndim != 5 or weights.shape[0] != len(steps) or weights.shape[1] != len(data["probe"]) \
+                    or weights.shape[3:] != (queries.shape[1], keys.shape[1]):
+                raise ValueError(f"weights {weights.shape} do not fit {len(steps)} steps, "
+                                 f"queries {queries.shape} and keys {keys.shape}")
+    except (OSError, KeyError, ValueError, EOFError) as error:
+        raise SnapshotError(f"{path} is not a readable attention snapshots file ({error})") from None
+    return data
