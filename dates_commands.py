@@ -90,3 +90,7 @@ def next_word_train(argv=None):
 
 def next_word_complete(argv=None):
     return _run("transformer.next_word_cli:complete_main", argv)
+
+
+def attention_ladder(argv=None):
+    return _run("transformer.ladder.cli:main", argv)

@@ -9,7 +9,9 @@ step of the decoder's masked self-attention with its gradients (the whole graph 
 scores -> mask -> softmax thumbnail as PNG), the three heatmaps, the backward animation, the
 training curves and the dates-explore page, of which headless Chromium then takes the screenshot
 ``explorer.png`` (backward step 6, ``weights`` clicked, the pointer on a cell of head 0; it needs
-Playwright and ``apt-get install chromium``, else that one image is left as it is, with a note). The ``.dot`` files the graph commands write beside their pictures are removed.
+Playwright and ``apt-get install chromium``, else that one image is left as it is, with a note);
+last ``ladder_command(seed)`` trains the attention ladder and draws its table (about 2 minutes).
+The ``.dot`` files the graph commands write beside their pictures are removed.
 Rendering needs Graphviz's ``dot``; without it this says so in one line and exits with status 3
 before it trains or writes anything.
 
@@ -30,7 +32,7 @@ DATE = "1845-01-05"
 # what the commands below draw: every file docs/images/ holds
 IMAGE_FILES = ("attention_step.svg", "attention_step_mask.png", "attention_heatmap_encoder-self.png",
                "attention_heatmap_decoder-self.png", "attention_heatmap_cross.png", "backward_animation.gif",
-               "training_curves.png", "explorer.png")
+               "training_curves.png", "explorer.png", "attention_ladder.png")
 
 
 def run_folder(seed: int) -> str:
@@ -54,6 +56,12 @@ def commands(seed: int) -> list:
         f"dates-plot-training {run_folder(seed)}/train_log.jsonl --out {IMAGES}/training_curves.png",
         f"dates-explore --checkpoint {checkpoint} --date {DATE} --kind decoder-self --out {explorer_page(seed)}",
     )]
+
+
+def ladder_command(seed: int) -> str:
+    """The attention ladder (its own models, no date model), as the README's section on it quotes it."""
+    return (f"attention-ladder --seed {seed} --plot {IMAGES}/attention_ladder.png "
+            f"--json {run_folder(seed)}/ladder.json --force")
 
 
 def explorer_page(seed: int) -> str:
@@ -85,7 +93,8 @@ def console_scripts() -> dict:
     from viz.backward_animation import main as backward_animation
     from viz.explorer.cli import main as explore
     from viz.heatmaps import curves_main, main as heatmaps
-    return {"dates-explore": explore, "dates-train": train_main, "dates-attention-graph": attention_graph, "dates-heatmaps": heatmaps,
+    from transformer.ladder.cli import main as attention_ladder
+    return {"attention-ladder": attention_ladder, "dates-explore": explore, "dates-train": train_main, "dates-attention-graph": attention_graph, "dates-heatmaps": heatmaps,
             "dates-backward-animation": backward_animation, "dates-plot-training": curves_main}
 
 
@@ -117,6 +126,7 @@ def main(argv=None) -> int:
     for command in commands(args.seed):
         run(command, scripts)
     screenshot_explorer(explorer_page(args.seed), os.path.join(IMAGES, "explorer.png"))
+    run(ladder_command(args.seed), scripts)
     for name in os.listdir(IMAGES):
         if name.endswith(".dot"):
             os.remove(os.path.join(IMAGES, name))

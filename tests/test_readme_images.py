@@ -37,10 +37,15 @@ def test_the_commands_draw_the_decoder_self_attention_with_gradients():
 def test_every_committed_image_is_one_the_script_draws_and_the_readme_shows():
     script = load_script()
     assert sorted(os.listdir(os.path.join(REPO, "docs", "images"))) == sorted(script.IMAGE_FILES)
-    commands = " ".join(script.commands(0))
+    commands = " ".join(script.commands(0) + [script.ladder_command(0)])
     for name in script.IMAGE_FILES:
         stem = name.rsplit(".", 1)[0]
         assert stem in commands or stem.startswith("attention_heatmap_"), name
+
+
+def test_the_readme_quotes_the_ladder_command_the_script_runs():
+    text = open(os.path.join(REPO, "README.md"), encoding="utf-8").read()
+    assert load_script().ladder_command(0) in text
 
 
 def test_without_dot_the_script_stops_in_one_line_with_status_3_and_leaves_nothing(path_without_dot, tmp_path):

@@ -36,7 +36,7 @@ Vocabulary
     1  <bos>   start of a sequence
     2  <eos>   end of a sentence
 
-then the words of all kinds, sorted (``len(VOCAB)`` is about 170). ``encode(words)`` and
+then the words of all kinds, sorted (``len(VOCAB)`` is 136). ``encode(words)`` and
 ``decode(ids)`` map between words and ids; ``split_words("ann went to")`` checks a typed
 prompt and names the first unknown word.
 
@@ -50,6 +50,7 @@ and for the pair-based kinds no held-out pair, ever appears in training.
 
     lang = Language(seed=0)
     examples = lang.sample("train", 64, rng)          # Example objects, kinds mixed evenly
+    examples = lang.sample("train", 64, rng, mix=("topic", "recall", "recall"))   # or in a chosen mix
     held_out = lang.evaluation_set(per_kind=200)     # a fixed held-out set, same for a seed
 
 An ``Example`` has ``words`` (the whole sentence, no specials), ``kind``, ``answer_index``
@@ -261,9 +262,13 @@ class Language:
             raise LanguageError(f"unknown sentence kind {kind!r}; this language has {', '.join(self.kinds)}")
         return self._split[split][kind]
 
-    def sample(self, split: str, count: int, rng: np.random.Generator, kind: str = None) -> list:
-        """``count`` examples drawn with replacement, the kinds in turn (or only ``kind``)."""
-        kinds = [kind] if kind is not None else self.kinds
+    def sample(self, split: str, count: int, rng: np.random.Generator, kind: str = None, mix=None) -> list:
+        """``count`` examples drawn with replacement, the kinds in turn (or only ``kind``).
+
+        ``mix`` is a sequence of kinds to take in turn instead, e.g. ``("topic", "recall",
+        "recall")`` for two recall sentences per topic sentence.
+        """
+        kinds = [kind] if kind is not None else list(mix) if mix else self.kinds
         examples = []
         for i in range(count):
             kind_i = kinds[i % len(kinds)]

@@ -1,0 +1,171 @@
+"""The rungs: from the last word to self-attention, one idea each.
+
+Every rung turns the words so far into one *context vector* per position, and the same kind
+of classifier (``Linear(d, vocab)``, one row per word) scores the next word from it. Only the
+context vector changes (X holds the T word embeddings, one row per word):
+
+    LastWord      x_t                                                 the last word alone
+    Average       A X, A = tril(1) / row sums (row t: 1/(t+1))        every word so far, equally
+    DotProduct    softmax(X Xᵀ / sqrt(d), causal) X                   words pull the words most like them
+    SharedMap     softmax((X W)(X W)ᵀ / sqrt(d), causal) (X W_v)      learned spaces to pull in and to move in
+    SeparateMaps  softmax((X W_q)(X W_k)ᵀ / sqrt(d), causal) (X W_v)  queries and keys apart: pull can be one-way
+    Positions     SeparateMaps on X + P                               where each word stands
+    FullBlock     two decoder-only blocks: heads, feed-forward, residuals, layer norm
+
+Every dot-product rung divides its scores by sqrt(d): without it these one-layer models
+(no residual, no layer norm) sharpen their softmax onto a single word within about a
+hundred Adam steps and then get almost no gradient to learn which word (measured on the
+generated language: the positions rung stayed at chance on every kind). The full block
+keeps the same division per head, sqrt(d_k).
+"""
+import math
+
+import numpy as np
+
+from minigrad import Tensor, nn
+
+from ..attention import causal_mask
+from ..config import DecoderOnlyConfig
+from ..decoder_only import DecoderOnlyTransformer
+
+
+def averaging_matrix(length: int) -> np.ndarray:
+    """(T, T): row t holds 1/(t+1) in columns 0..t, so A @ X averages the words so far."""
+    tril = np.tril(np.ones((length, length)))
+    return tril / tril.sum(axis=1, keepdims=True)
+
+
+def causal_softmax(scores: Tensor) -> Tensor:
+    """Row-wise softmax of (B, T, T) scores; a later word gets weight exactly 0."""
+    return scores.masked_fill(~causal_mask(scores.shape[-1]), -np.inf).softmax(axis=-1)
+
+
+class Rung(nn.Module):
+    """Embedding -> ``context`` (one vector per position) -> classifier."""
+
+    name = idea = ""
+
+    def __init__(self, vocab_size: int, d_model: int, max_len: int):
+        self.d_model = d_model
+        self.embedding = nn.Embedding(vocab_size, d_model)
+        self.embedding.weight.data *= 1 / math.sqrt(d_model)      # vectors of length about 1
+        self.classifier = nn.Linear(d_model, vocab_size)
+
+    def embed(self, ids) -> Tensor:
+        return self.embedding(ids)                                 # (B, T, d)
+
+    def forward(self, ids, at=None) -> Tensor:
+        """ids (B, T) -> logits (B, T, vocab), or (B, vocab) at the positions ``at`` (B,) only."""
+        context = self.context(self.embed(ids))                    # (B, T, d)
+        if at is not None:
+            context = context[np.arange(len(at)), at]              # (B, d)
+        return self.classifier(context)
+
+    def weights(self, ids) -> np.ndarray:
+        """(B, T, T): how much position t's context vector takes from each word (row t)."""
+        return causal_softmax(self.scores(self.embed(ids))).data
+
+
+class LastWord(Rung):
+    name, idea = "last word", "the context is the last word alone"
+
+    def context(self, x):
+        return x
+
+    def weights(self, ids):
+        length = ids.shape[1]
+        return np.broadcast_to(np.eye(length), (len(ids), length, length))
+
+
+class Average(Rung):
+    name, idea = "average", "the average of all the words so far (a lower-triangular matrix product)"
+
+    def context(self, x):
+        return Tensor(averaging_matrix(x.shape[1]).astype(x.dtype)) @ x      # (T, T) @ (B, T, d)
+
+    def weights(self, ids):
+        length = ids.shape[1]
+        return np.broadcast_to(averaging_matrix(length), (len(ids), length, length))
+
+
+class DotProduct(Rung):
+    name, idea = "dot product", "a weighted average: each word pulls the words most like it, softmax(X Xᵀ) X"
+
+    def scores(self, x):
+        return x @ x.swapaxes(-1, -2) / math.sqrt(self.d_model)              # (B, T, T)
+
+    def context(self, x):
+        return causal_softmax(self.scores(x)) @ x
+
+
+class SharedMap(Rung):
+    name, idea = "shared map", "learned spaces: one map W for pulling (symmetric), W_v for what is moved"
+
+    def __init__(self, vocab_size, d_model, max_len):
+        super().__init__(vocab_size, d_model, max_len)
+        self.w_q = nn.Linear(d_model, d_model, bias=False)       # here the keys use the same map
+        self.w_v = nn.Linear(d_model, d_model, bias=False)
+
+    def keys(self, x):
+        return self.w_q(x)
+
+    def scores(self, x):
+        return self.w_q(x) @ self.keys(x).swapaxes(-1, -2) / math.sqrt(self.d_model)
+
+    def context(self, x):
+        return causal_softmax(self.scores(x)) @ self.w_v(x)
+
+
+class SeparateMaps(SharedMap):
+    name, idea = "separate maps", "queries and keys from different maps W_q, W_k: pull can be one-way"
+
+    def __init__(self, vocab_size, d_model, max_len):
+        super().__init__(vocab_size, d_model, max_len)
+        self.w_k = nn.Linear(d_model, d_model, bias=False)
+
+    def keys(self, x):
+        return self.w_k(x)
+
+
+class Positions(SeparateMaps):
+    name, idea = "positions", "a learned vector per position added to each word: order is seen"
+
+    def __init__(self, vocab_size, d_model, max_len):
+        super().__init__(vocab_size, d_model, max_len)
+        self.positions = nn.Embedding(max_len, d_model)
+        self.positions.weight.data *= 1 / math.sqrt(d_model)
+
+    def embed(self, ids):
+        return self.embedding(ids) + self.positions.weight[:ids.shape[1]]
+
+
+class FullBlock(nn.Module):
+    """The decoder-only model of ``transformer.decoder_only``: two blocks, each causal multi-head
+    self-attention (softmax(Q Kᵀ / sqrt(d_k)) V per head) and a feed-forward layer, each with a
+    residual connection and layer norm; learned positions."""
+
+    name, idea = "full block", "two blocks: heads, feed-forward, residuals, layer norm"
+
+    def __init__(self, vocab_size, d_model, max_len, num_heads: int = 4, num_layers: int = 2):
+        self.model = DecoderOnlyTransformer(DecoderOnlyConfig(
+            d_model=d_model, num_heads=num_heads, num_layers=num_layers, d_ff=4 * d_model,
+            vocab_size=vocab_size, max_len=max_len, task="next-word", positional="learned"))
+
+    def forward(self, ids, at=None):
+        model = self.model
+        if at is None:
+            return model(ids)
+        hidden = model.decoder(model.embed(ids), causal_mask(ids.shape[1]))   # (B, T, d)
+        return model.output(hidden[np.arange(len(at)), at])                     # (B, vocab)
+
+    def attention_maps(self, ids) -> np.ndarray:
+        """(layers, B, heads, T, T): every head's weights on ``ids``."""
+        self.model(ids)
+        return np.stack([layer.self_attn.last_weights for layer in self.model.decoder.layers])
+
+    def weights(self, ids):
+        """The last layer's weights, averaged over its heads: (B, T, T)."""
+        return self.attention_maps(ids)[-1].mean(axis=1)
+
+
+RUNGS = (LastWord, Average, DotProduct, SharedMap, SeparateMaps, Positions, FullBlock)
