@@ -157,9 +157,10 @@ class MinigradRun:
         """Step times of up to ``count`` steps, stopping early (after 5 steps) past ``max_seconds``."""
         times, start = [], time.perf_counter()
         while len(times) < count and (len(times) < 5 or time.perf_counter() - start < max_seconds):
+            workers = self.threads.current
             with self.threads.step():
                 begin = time.perf_counter()
-                self.trainer.train_step()
+                self.trainer.train_step(workers)
                 times.append(time.perf_counter() - begin)
         return times
 

@@ -175,7 +175,7 @@ def test_every_decoder_runs_inside_the_decoding_limit(monkeypatch):
 
 def test_training_threads_forced_or_single_core_runs_one_fixed_count(monkeypatch):
     forced = TrainingThreads("2")
-    assert forced.policy is None and forced.blas == 2 and forced.current == 1   # the pieces one after the other
+    assert forced.policy is None and forced.blas == 2 and forced.current == 1   # the halves one after the other
     monkeypatch.setattr(threads, "blas_default_threads", lambda: 1)   # OPENBLAS_NUM_THREADS=1 or 1 core
     single = TrainingThreads("auto")
     assert single.policy is None and single.current == 1
@@ -186,13 +186,13 @@ def test_training_threads_step_applies_the_chosen_count_and_reports_the_time(mon
     monkeypatch.setattr(threads, "blas_default_threads", lambda: 2)
     policy = TrainingThreads("auto", warmup=0)
     for _ in range(3):
-        with policy.step() as count:       # auto: BLAS on one thread, the policy picks the pieces' threads
-            assert count == 1 and set(blas_counts()) == {1} and parallel.workers() == policy.policy.choose()
+        with policy.step() as count:       # auto: BLAS on one thread, the policy picks the halves' workers
+            assert count == 1 and set(blas_counts()) == {1} and policy.current == policy.policy.choose() == 1
     assert policy.policy.steps_with[1] == 3 and len(policy.policy.times) == 3
     policy.policy.probing = True           # the other count's turn
     with policy.step():
-        assert parallel.workers() == 2 and set(blas_counts()) == {1}
-    assert parallel.workers() == 1         # restored after the step
+        assert policy.current == 2 and set(blas_counts()) == {1}
+    assert parallel.workers() == 1         # the products' pieces stay on the calling thread
 
 
 # ------------------------------------------------- same results with either count

@@ -19,6 +19,7 @@ import numpy as np
 import minigrad
 from minigrad import functional as F
 from minigrad import optim
+from . import data_parallel
 from .threads import TrainingThreads
 
 from .checkpoint import CheckpointError, check_savable, load_checkpoint, save_checkpoint
@@ -79,6 +80,14 @@ class TrainConfig:
             raise ValueError(f"betas must be two numbers in [0, 1), got {self.betas!r}")
 
 
+def teacher_forced(model, src, tgt, label_smoothing: float = 0.0):
+    """-> (loss, logits, targets) of a batch of dates, every target token predicted from the true
+    ones before it; the loss is the mean over the targets that are not ``<pad>``."""
+    logits = model(src, tgt[:, :-1])
+    loss = F.cross_entropy(logits, tgt[:, 1:], ignore_index=PAD, label_smoothing=label_smoothing)
+    return loss, logits, tgt[:, 1:]
+
+
 def teacher_forced_exact_match(logits: np.ndarray, targets: np.ndarray) -> float:
     """Fraction of rows whose every next-token argmax equals the target (``<pad>`` ignored).
 
@@ -123,20 +132,30 @@ class Trainer:
         return optim.WarmupConstant(self.optimizer, c.lr, c.warmup)
 
     # ----------------------------------------------------------------- steps
-    def train_step(self) -> dict:
+    def train_step(self, workers: int = 1) -> dict:
+        """One optimizer step over a fresh batch, its two fixed halves on ``workers`` threads
+        (1 or 2: the same numbers either way, ``transformer/data_parallel.py``)."""
         src, tgt = self.data.sample_batch(self.data_rng, self.config.batch_size)
         lr = self.optimizer.lr
-        logits = self.model(src, tgt[:, :-1])
-        loss = F.cross_entropy(logits, tgt[:, 1:], ignore_index=PAD, label_smoothing=self.config.label_smoothing)
-        self.optimizer.zero_grad()
-        loss.backward()
-        grad_norm = optim.clip_grad_norm(self.optimizer.params, self.config.clip) if self.config.clip else None
+        params = self.optimizer.params
+
+        def half(lo, hi):
+            def half_loss():
+                loss, logits, targets = teacher_forced(self.model, src[lo:hi], tgt[lo:hi], self.config.label_smoothing)
+                return loss, int((targets != PAD).sum()), (logits.data, targets)
+            return lambda: data_parallel.half_gradients(params, half_loss)
+
+        with_dropout = any(isinstance(m, minigrad.nn.Dropout) and m.p > 0 for _, m in self.model.named_modules())
+        results = data_parallel.run_halves([half(lo, hi) for lo, hi in data_parallel.halves(len(src))],
+                                           1 if with_dropout else workers)   # dropout's draws: in a fixed order
+        loss, tokens = data_parallel.combine(params, results)
+        grad_norm = optim.clip_grad_norm(params, self.config.clip) if self.config.clip else None
         self.optimizer.step()
         self.schedule.step()
         self.step += 1
-        return {"step": self.step, "loss": loss.item(), "lr": lr, "grad_norm": grad_norm,
-                "tokens": int((tgt[:, 1:] != PAD).sum()),
-                "batch_exact_match": teacher_forced_exact_match(logits.data, tgt[:, 1:])}
+        logits, targets = (np.concatenate(parts) for parts in zip(*(extra for *_, extra in results)))
+        return {"step": self.step, "loss": loss, "lr": lr, "grad_norm": grad_norm, "tokens": tokens,
+                "batch_exact_match": teacher_forced_exact_match(logits, targets)}
 
     def evaluate(self, limit: int = None, show_wrong: int = 5) -> dict:
         src, tgt = self.data.test_src, self.data.test_tgt
@@ -182,11 +201,11 @@ class Trainer:
 
     def _timed_step(self, blas: TrainingThreads, clock: TrainingClock, bar: ProgressBar, profile: bool) -> dict:
         """One training step under the BLAS thread policy, timed (and profiled when asked)."""
-        start, pieces = time.perf_counter(), blas.current
+        start, workers = time.perf_counter(), 1 if profile else blas.current   # the profiler watches one thread
         with blas.step() as threads, step_profile(profile, bar.write):
-            record = self.train_step()
+            record = self.train_step(workers)
         seconds = clock.step_took(time.perf_counter() - start)
-        record.update(blas_threads=threads, piece_threads=pieces, seconds=round(seconds, 5),
+        record.update(blas_threads=threads, workers=workers, seconds=round(seconds, 5),
                       tokens_per_s=round(record["tokens"] / seconds, 1))
         return record
 
