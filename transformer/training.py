@@ -109,6 +109,7 @@ class Trainer:
         self.out_dir = out_dir
         minigrad.manual_seed(self.config.seed)
         self.model = Transformer(self.model_config)
+        self._dropouts = [m for _, m in self.model.named_modules() if isinstance(m, minigrad.nn.Dropout)]
         self.optimizer = optim.Adam(self.model.parameters(), lr=self.config.lr, betas=self.config.betas,
                                     eps=self.config.eps)
         self.schedule = self._make_schedule()
@@ -145,7 +146,7 @@ class Trainer:
                 return loss, int((targets != PAD).sum()), (logits.data, targets)
             return lambda: data_parallel.half_gradients(params, half_loss)
 
-        with_dropout = any(isinstance(m, minigrad.nn.Dropout) and m.p > 0 for _, m in self.model.named_modules())
+        with_dropout = any(m.p > 0 for m in self._dropouts)
         results = data_parallel.run_halves([half(lo, hi) for lo, hi in data_parallel.halves(len(src))],
                                            1 if with_dropout else workers)   # dropout's draws: in a fixed order
         loss, tokens = data_parallel.combine(params, results)
