@@ -4,13 +4,15 @@
     python examples/compare_with_pytorch.py                      # check, then train both, quiet and busy
     python examples/compare_with_pytorch.py --checkpoint runs/dates/model.npz --check-only
     python examples/compare_with_pytorch.py --step-summary --steps 60 --timing-skip 20
+    python examples/compare_with_pytorch.py --exported runs/dates/model.safetensors   # dates-export's file
 
 1. **Check.** The date model is built from PyTorch's own layers (``TorchDates``: nn.Embedding,
    nn.TransformerEncoder/Decoder of post-norm ReLU layers, nn.Linear; the parameter names that
    ``dates-export`` writes) and loaded with a minigrad model's weights (a checkpoint's, or a fresh
    model's). Both run one training batch; the script prints, layer by layer, the largest
    difference of the outputs and of the loss's gradients with respect to them, then of every
-   parameter's gradient. In float32 they agree to about 1e-5 or better.
+   parameter's gradient. In float32 they agree to 1e-5 of the values' size
+   (``float32_agreement.py``: 1e-5 x max(1, largest |value|) for each stage and gradient).
 2. **Train.** From the same initial weights, both train on the same batches with the same
    schedule and stopping rule as ``dates-train`` (Adam 0.9/0.98, warm-up to 2e-3, clip 1.0;
    cool-down when four training batches are 98% right, stop when the held-out dates are 99.9%
@@ -25,6 +27,11 @@
    greedy-decodes the 2,000 held-out dates three times; one line ``SUMMARY {json}`` gives the
    step median, p10 and p90 (the first ``--timing-skip`` steps left out) and the decode rate.
    ``examples/benchmark_load.py`` runs this as its PyTorch row (``benchmark.py --torch-python``).
+
+4. **Load an export** (``--exported FILE``): ``load_exported`` builds ``TorchDates`` from the
+   config in ``dates-export``'s file and loads the weights with ``safetensors.torch.load_file``
+   and ``load_state_dict``, as a PyTorch user would, then translates a few dates with PyTorch
+   alone (with ``--checkpoint``, also with minigrad, and the two must agree).
 
 PyTorch is only needed here (``[compare]`` extra); minigrad never imports it. Dropout is refused
 (the two frameworks draw different masks), so the comparison is of deterministic models.
@@ -54,8 +61,8 @@ from minigrad import functional as F  # noqa: E402
 from transformer.threads import TrainingThreads  # noqa: E402
 from transformer.attention import causal_mask, padding_mask  # noqa: E402
 from transformer.config import ModelConfig  # noqa: E402
-from transformer.dates import EOS, PAD, SOS, DateDataset  # noqa: E402
-from transformer.decoding import MAX_OUTPUT  # noqa: E402
+from transformer.dates import EOS, PAD, SOS, SRC_LEN, DateDataset, decode_batch, encode_batch  # noqa: E402
+from transformer.decoding import MAX_OUTPUT, greedy_decode  # noqa: E402
 from transformer.evaluation import evaluate  # noqa: E402
 from transformer.export import torch_names  # noqa: E402
 from transformer.model import Transformer  # noqa: E402
@@ -63,7 +70,7 @@ from transformer.positional import sinusoidal_encoding  # noqa: E402
 from transformer.stopping import TargetStop  # noqa: E402
 from transformer.training import TrainConfig, load_model, teacher_forced_exact_match  # noqa: E402
 
-TOLERANCE = 1e-5
+from float32_agreement import TOLERANCE, Difference, verdict  # noqa: E402
 
 
 # --------------------------------------------------------------- the PyTorch model
@@ -150,6 +157,34 @@ def torch_copy(model) -> TorchDates:
     return twin
 
 
+def load_exported(path) -> TorchDates:
+    """``dates-export``'s safetensors file -> the PyTorch model, ready to run."""
+    import json
+    from safetensors import safe_open
+    from safetensors.torch import load_file
+    with safe_open(path, framework="pt") as f:
+        config = ModelConfig.from_dict(json.loads(f.metadata()["model_config"]))
+    model = TorchDates(config)
+    model.load_state_dict(load_file(path))       # every name and shape, or an error
+    return model.eval()
+
+
+EXAMPLE_DATES = ["1845-01-05", "1996-09-08", "2023-02-28", "1000-01-01", "2999-12-31"]
+
+
+def translate_exported(path, checkpoint=None) -> int:
+    """--exported: translate a few dates with the exported model in PyTorch (and with minigrad's
+    checkpoint, when given: the outputs must be equal)."""
+    twin = load_exported(path)
+    src = encode_batch(EXAMPLE_DATES, SRC_LEN)
+    theirs = decode_batch(twin.greedy(torch.from_numpy(src)))
+    ours = decode_batch(greedy_decode(load_model(checkpoint), src)) if checkpoint else theirs
+    print(f"PyTorch, with the weights of {path}:")
+    for date, output, mine in zip(EXAMPLE_DATES, theirs, ours):
+        print(f"  {date} -> {output}" + ("" if output == mine else f"   (minigrad: {mine})"))
+    return 0 if theirs == ours else 1
+
+
 def exact_match(predicted, tgt):
     """Held-out exact match as transformer/evaluation.py counts it (up to and including <eos>)."""
     expected = tgt[:, 1:]
@@ -178,7 +213,7 @@ def minigrad_layer_outputs(model, src, tgt_in):
 
 
 def check(model, src, tgt, label_smoothing):
-    """Print the layer-by-layer table; returns the largest difference seen."""
+    """Print the layer-by-layer table; returns whether every difference is within its float32 target."""
     twin = torch_copy(model).train()
     model.train()
     model.zero_grad()
@@ -195,10 +230,13 @@ def check(model, src, tgt, label_smoothing):
     torch_loss.backward()
     whole = model(src, tgt_in).data                         # the model's own forward, for the record
     rows = [("loss", abs(loss.item() - torch_loss.item()), None, abs(loss.item()))]
+    differences = [Difference("loss", rows[0][1], rows[0][3])]
     for name, tensor in ours.items():
-        theirs_value = theirs[name].detach().numpy()
+        theirs_value, theirs_grad = theirs[name].detach().numpy(), theirs[name].grad.numpy()
         rows.append((name, np.abs(tensor.data - theirs_value).max(),
-                     np.abs(tensor.grad - theirs[name].grad.numpy()).max(), np.abs(theirs_value).max()))
+                     np.abs(tensor.grad - theirs_grad).max(), np.abs(theirs_value).max()))
+        differences += [Difference(name, float(rows[-1][1]), float(rows[-1][3])),
+                        Difference(f"d loss / d {name}", float(rows[-1][2]), float(np.abs(theirs_grad).max()))]
     print(f"\n1. one batch of {len(src)} through both (float32, label smoothing {label_smoothing:g}); "
           f"loss minigrad {loss.item():.6f}, PyTorch {torch_loss.item():.6f}")
     print(f"   (Transformer.forward's logits equal the stage-by-stage ones: "
@@ -211,17 +249,14 @@ def check(model, src, tgt, label_smoothing):
     print(f"\n   parameter gradients ({len(ours_grads)} PyTorch tensors; minigrad's mapped as dates-export maps "
           "the weights):")
     print(f"   {'parameter':52} {'shape':>12} {'max |grad diff|':>16} {'max |grad|':>11}")
-    param_diffs = []
     for name, torch_param in twin.named_parameters():
         diff = float(np.abs(ours_grads[name] - torch_param.grad.numpy()).max())
-        param_diffs.append(diff)
-        print(f"   {name:52} {str(tuple(torch_param.shape)):>12} {diff:16.2e} "
-              f"{float(torch_param.grad.abs().max()):11.3g}")
-    largest = max([r[1] for r in rows] + [r[2] for r in rows if r[2] is not None] + param_diffs)
-    verdict = "within" if largest <= TOLERANCE else "ABOVE"
-    print(f"   largest difference anywhere: {largest:.2e} ({verdict} the float32 target {TOLERANCE:g})")
+        differences.append(Difference(f"the gradient of {name}", diff, float(torch_param.grad.abs().max())))
+        print(f"   {name:52} {str(tuple(torch_param.shape)):>12} {diff:16.2e} {differences[-1].scale:11.3g}")
+    within, line = verdict(differences)
+    print(f"   largest difference anywhere: {max(d.difference for d in differences):.2e}; {line}")
     model.zero_grad()
-    return largest
+    return within
 
 
 # ------------------------------------------------------------------------ 2. train
@@ -397,11 +432,15 @@ def step_summary(model, config, data, steps, timing_skip, decode_repeats=3):
 
 def _parser():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                     epilog="exit status 1 when a difference in the check exceeds 1e-5")
+                                     epilog=f"exit status 1 when a difference in the check exceeds {TOLERANCE:g} x "
+                                            "max(1, the largest |value| compared)")
     parser.add_argument("--checkpoint", help="check this dates-train checkpoint's weights (default: a fresh "
                                              "model of --seed); training always starts from a fresh model")
     parser.add_argument("--seed", type=int, default=0, help="initial weights and batches (default: %(default)s)")
     parser.add_argument("--check-only", action="store_true", help="only the layer-by-layer check")
+    parser.add_argument("--exported", metavar="FILE",
+                        help="load dates-export's .safetensors into the PyTorch model and translate a few dates "
+                             "(with --checkpoint: minigrad's outputs must be the same); nothing else")
     parser.add_argument("--check-batch", type=int, default=32, help="batch size of the check (default: %(default)s)")
     parser.add_argument("--label-smoothing", type=float, default=0.0, help="in the check and in training (default: %(default)s)")
     parser.add_argument("--eval-every", type=int, default=25, help="held-out evaluation every N steps (default: %(default)s)")
@@ -427,6 +466,8 @@ def main(argv=None):
         parser.error(f"--step-summary needs 0 <= --timing-skip < --steps, got {args.timing_skip} and {args.steps}")
     if args.torch_threads:
         torch.set_num_threads(args.torch_threads)
+    if args.exported:
+        return translate_exported(args.exported, args.checkpoint)
     data = DateDataset()
     if args.step_summary:
         return _print_step_summary(args, data)
@@ -444,9 +485,9 @@ def main(argv=None):
         sys.exit("error: the model has dropout; the frameworks draw different masks, so compare a model "
                  "without dropout")
     src, tgt = data.sample_batch(np.random.default_rng(args.seed), args.check_batch)
-    largest = check(model, src, tgt, args.label_smoothing)
+    within = check(model, src, tgt, args.label_smoothing)
     if args.check_only:
-        return 0 if largest <= TOLERANCE else 1
+        return 0 if within else 1
     config = TrainConfig(seed=args.seed, steps=args.max_steps, label_smoothing=args.label_smoothing)
     print(f"\ntraining: batch {config.batch_size}, Adam {config.betas}, eps {config.eps:g}, warm-up "
           f"{config.warmup} to {config.lr:g}, clip {config.clip:g}, cool-down {config.cooldown} steps when 4 "
@@ -454,7 +495,7 @@ def main(argv=None):
           f"(dates-train's defaults)")
     for busy in [int(n) for n in args.load.split(",") if n.strip()]:
         race(model.config, config, data, args.seed, args.eval_every, busy, args.time_limit)
-    return 0 if largest <= TOLERANCE else 1
+    return 0 if within else 1
 
 
 def _print_step_summary(args, data):

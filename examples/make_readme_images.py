@@ -10,7 +10,8 @@ scores -> mask -> softmax thumbnail as PNG), the three heatmaps, the backward an
 training curves and the dates-explore page, of which headless Chromium then takes the screenshot
 ``explorer.png`` (backward step 6, ``weights`` clicked, the pointer on a cell of head 0; it needs
 Playwright and ``apt-get install chromium``, else that one image is left as it is, with a note). The ``.dot`` files the graph commands write beside their pictures are removed.
-Rendering needs Graphviz's ``dot``; without it this stops with the install hint.
+Rendering needs Graphviz's ``dot``; without it this says so in one line and exits with status 3
+before it trains or writes anything.
 
 Runs without installing (each command is called in this process, as its console script would be).
 """
@@ -45,14 +46,14 @@ def commands(seed: int) -> list:
     """The drawing commands, exactly as the README quotes them."""
     checkpoint = os.path.join(run_folder(seed), "model.npz")
     step = f"dates-attention-graph --checkpoint {checkpoint} --date {DATE} --kind decoder-self --backward"
-    return [
+    return [command + " --force" for command in (       # --force: they replace the images drawn before
         f"{step} --out {IMAGES}/attention_step",
         f"{step} --output-of weights --max-depth 3 --format png --out {IMAGES}/attention_step_mask",
         f"dates-heatmaps --checkpoint {checkpoint} --date {DATE} --out-dir {IMAGES} --prefix attention_heatmap",
         f"dates-backward-animation --out {IMAGES}/backward_animation --format gif",
         f"dates-plot-training {run_folder(seed)}/train_log.jsonl --out {IMAGES}/training_curves.png",
         f"dates-explore --checkpoint {checkpoint} --date {DATE} --kind decoder-self --out {explorer_page(seed)}",
-    ]
+    )]
 
 
 def explorer_page(seed: int) -> str:
@@ -101,6 +102,11 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="the training seed (default: %(default)s)")
     parser.add_argument("--retrain", action="store_true", help="train again even if the run folder holds a model")
     args = parser.parse_args(argv)
+    from viz.render import EXIT_DOT_MISSING, INSTALL_HINT, have_dot
+    if not have_dot():                      # before anything is trained or written
+        print(f"error: the README's images are drawn with Graphviz's `dot`, which is not on PATH; {INSTALL_HINT}",
+              file=sys.stderr)
+        return EXIT_DOT_MISSING
     os.chdir(REPO)                          # the commands' paths are the repository's
     scripts = console_scripts()
     checkpoint = os.path.join(run_folder(args.seed), "model.npz")

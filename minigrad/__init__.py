@@ -4,9 +4,11 @@
     autograd.py   the backward pass, as one generator (autograd_steps); grad()
     hooks.py      Tensor.register_hook
     anomaly.py    detect_anomaly(): find the op whose backward makes NaN/inf
-    function.py   the op base class and the central un-broadcast
+    function.py   the op base class (rules read what they need as arguments) and the central un-broadcast
+    observers.py  who watches the engine (profiler, anomaly mode, module scopes), per thread
     ops/          every op, forward and backward side by side
-    kernels/      the Numba kernels, registered for the ops' numpy functions (one switch)
+    accelerated.py @accelerated numpy functions and the one switch: kernel or numpy
+    kernels/      the Numba kernels, loaded on first use; each registers itself for an op's function
     profiler.py   profile(): which ops ran, for how long, on a kernel or on numpy
     functional.py softmax, cross_entropy, layer_norm, dropout, ...
     nn.py         Module, Parameter, Linear, LayerNorm, Dropout, Embedding

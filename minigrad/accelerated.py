@@ -66,10 +66,13 @@ class Accelerated:
         return kernel is not None and kernel.fits(*args)
 
     def __call__(self, *args):
-        uses_kernel = self.runs_kernel(args)
-        run = self.kernel.run if uses_kernel else self.numpy
+        # runs_kernel, written out: this runs a few times per op of every training step
+        if not _kernels_loaded and _backend == "numba":
+            load_kernels()
+        kernel = self.kernel
+        run = kernel.run if kernel is not None and _backend == "numba" and kernel.fits(*args) else self.numpy
         if watching.observers:      # the profiler notes which path this call took
-            return observed_call(self, "kernel" if uses_kernel else "numpy", run, *args)
+            return observed_call(self, "numpy" if run is self.numpy else "kernel", run, *args)
         return run(*args)
 
     def __repr__(self):

@@ -58,6 +58,7 @@ from .grad_mode import state as grad_state    # this thread's grad mode: grad_st
 from .observers import watching     # this thread's observers (profiler, anomaly, scopes): watching.observers
 
 OUT = "out"     # the name by which a rule reads the op's output
+_NOTHING = {}   # the saved values of an op whose backward reads none (shared, never written)
 
 
 class Function:
@@ -107,7 +108,8 @@ class Function:
         else:
             fn.inputs = tensors
             fn.options = options     # for composition (double backward of a fused op)
-            fn.saved = {name: out if i is None else arrays[i] for name, i in cls.backward_reads}
+            fn.saved = {name: out if i is None else arrays[i] for name, i in cls.backward_reads} \
+                if cls.backward_reads else _NOTHING
             fn.recorded_at = inplace.clock
             for watcher in watchers:
                 watcher.recorded(fn)
@@ -142,7 +144,7 @@ class Function:
         """Drop what backward used (saved arrays, inputs) once it ran: frees memory. Kept: what lies
         below (the inputs' ops, or the leaf tensors), so that a later ``grad()`` can still tell
         whether this freed op stands between its outputs and inputs."""
-        below = tuple(t if t.grad_fn is None else t.grad_fn for t in self.inputs if t.requires_grad)
+        below = [t if t.grad_fn is None else t.grad_fn for t in self.inputs if t.requires_grad]
         self.__dict__.clear()
         self.released, self.below = True, below
 

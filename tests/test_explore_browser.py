@@ -70,6 +70,86 @@ def test_page_loads_without_console_errors(explorer):
         assert page.locator(f'g.node.tensor[data-name="{name}"]').count() == 1, name
 
 
+def _overlap(a, b):
+    return (a["x"] < b["x"] + b["width"] and b["x"] < a["x"] + a["width"] and
+            a["y"] < b["y"] + b["height"] and b["y"] < a["y"] + a["height"])
+
+
+def _visible(box, graph):
+    """The part of a node's box inside the graph's area (the SVG clips the rest), or None."""
+    x0, y0 = max(box["x"], graph["x"]), max(box["y"], graph["y"])
+    x1 = min(box["x"] + box["width"], graph["x"] + graph["width"])
+    y1 = min(box["y"] + box["height"], graph["y"] + graph["height"])
+    return {"x": x0, "y": y0, "width": x1 - x0, "height": y1 - y0} if x1 > x0 and y1 > y0 else None
+
+
+def test_the_page_opens_readable_on_the_attention_core_and_the_legend_covers_no_node(explorer):
+    page = explorer.page
+    page.reload()
+    page.wait_for_selector("body[data-ready=true]", state="attached")
+    graph = page.locator("#graph-svg").bounding_box()
+    for name in ("scores", "weights"):                   # the core is in view, its labels readable
+        node = page.locator(f'g.node.tensor[data-name="{name}"]')
+        box = node.bounding_box()
+        assert graph["x"] <= box["x"] and box["x"] + box["width"] <= graph["x"] + graph["width"], name
+        assert graph["y"] <= box["y"] and box["y"] + box["height"] <= graph["y"] + graph["height"], name
+        label = node.locator("text.name").bounding_box()
+        assert label["height"] >= 10, (name, label)       # ~11 px text, not ~5 px
+    legend = page.locator("#legend").bounding_box()
+    assert legend["width"] > 100
+    for fitted in (False, True):                         # at open and fitted: on top of no node (the loss)
+        if fitted:
+            page.click("#fit")
+        for node in page.locator("g.node").all():
+            shown = _visible(node.bounding_box(), graph)
+            assert shown is None or not _overlap(legend, shown), node.get_attribute("data-name")
+    loss = _visible(page.locator("g.node.tensor.output").bounding_box(), graph)
+    assert loss is not None and not _overlap(legend, loss)
+    assert explorer.errors == []
+
+
+def test_the_heatmaps_carry_their_tokens_on_both_axes(explorer):
+    page = explorer.page
+    page.select_option("#att-module", label=f"{KIND}, layer {LAYER} (the graph's)")
+    characters = token_labels(decoder_input_from_reference(DATE))
+    for prefix in ("att", "mask"):
+        assert page.locator(f"#{prefix}-keys span").all_text_contents() == characters
+        assert page.locator(f"#{prefix}-queries span").all_text_contents() == characters
+        canvas = page.locator(f"#{prefix}-canvas").bounding_box()
+        first_key = page.locator(f"#{prefix}-keys span").first.bounding_box()
+        first_query = page.locator(f"#{prefix}-queries span").first.bounding_box()
+        assert first_key["y"] + first_key["height"] <= canvas["y"] + 1           # above the columns
+        assert abs(first_key["x"] - canvas["x"]) <= 2
+        assert first_query["x"] + first_query["width"] <= canvas["x"] + 1       # left of the rows
+        assert abs(first_query["y"] - canvas["y"]) <= 2
+    page.click('g.node.tensor[data-name="weights"]')
+    keys = page.locator("#value-view .col-labels span").all_text_contents()
+    queries = page.locator("#value-view .row-labels span").all_text_contents()
+    assert keys == characters and queries == characters * 4                     # heads x queries rows
+
+
+def test_source_lines_are_clean_paths_when_run_from_examples(tmp_path):
+    """`python examples/explore.py` imports the package through examples/..: the page still says
+    transformer/attention.py:N, not examples/../transformer/attention.py:N."""
+    import json
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+    repo = Path(__file__).resolve().parents[1]
+    out = tmp_path / "page.html"
+    done = subprocess.run([sys.executable, str(repo / "examples" / "explore.py"), "--untrained", "--d-model", "16",
+                           "--layers", "1", "--no-check", "--out", str(out)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(re.search(r'<script type="application/json" id="explorer-data">(.*?)</script>',
+                                out.read_text(), re.S).group(1))
+    sources = [op["source"] for op in data["step"]["ops"] if op["source"]]
+    defined = [op["defined_at"] for op in data["step"]["ops"] if op["defined_at"]]
+    assert sources and defined
+    assert all(path.startswith(("transformer/", "minigrad/", "viz/")) and ".." not in path for path in sources + defined)
+
+
 def test_clicking_scores_shows_its_shape_and_the_models_values(explorer, engine):
     page = explorer.page
     page.click('g.node.tensor[data-name="scores"]')

@@ -79,6 +79,12 @@ ROWS = {
         lambda x: x.log_softmax(-1), [[-inf, -inf]], [[1., 2.]], [[1., 2.]],
         {"value": [[nan, nan]], "grad": [[nan, nan]], "tangent": [[nan, nan]]},
         {"value": [[-inf, -inf]], "grad": [[0.0, 0.0]], "tangent": [[0.0, 0.0]]}),
+    # PyTorch's side: attention op by op (masked_fill(-inf), softmax, matmul), as the fused op computes
+    "attention-all-masked-query": (
+        lambda x: F.self_attention(x, 1, np.array([[[[True, False], [False, False]]]]))[0],
+        [[[0.5, -1.0, 2.0], [1.5, 0.25, -0.5]]], None, [[[1., 1., 1.], [1., 1., 1.]]],
+        {"value": [[[2.0], [nan]]], "grad": [[[0.0, 0.0, nan], [0.0, 0.0, nan]]], "tangent": [[[1.0], [nan]]]},
+        {"value": [[[2.0], [0.0]]], "grad": [[[0.0, 0.0, 1.0], [0.0, 0.0, 0.0]]], "tangent": [[[1.0], [0.0]]]}),
     "softmax-partly-masked": (
         lambda x: x.softmax(-1), [[-inf, 0., 1.]], [[1., 2., 3.]], [[1., 2., 3.]],
         {"value": [[0.0, 0.26894142136999516, 0.7310585786300049]],

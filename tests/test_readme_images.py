@@ -41,3 +41,16 @@ def test_every_committed_image_is_one_the_script_draws_and_the_readme_shows():
     for name in script.IMAGE_FILES:
         stem = name.rsplit(".", 1)[0]
         assert stem in commands or stem.startswith("attention_heatmap_"), name
+
+
+def test_without_dot_the_script_stops_in_one_line_with_status_3_and_leaves_nothing(path_without_dot, tmp_path):
+    import subprocess
+    import sys
+    before = sorted(os.listdir(os.path.join(REPO, "docs", "images")))
+    env = {**os.environ, "PATH": path_without_dot}
+    done = subprocess.run([sys.executable, os.path.join(REPO, "examples", "make_readme_images.py"), "--seed", "12345"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 3, done.stderr
+    assert done.stderr.count("\n") == 1 and "apt-get install graphviz" in done.stderr and done.stdout == ""
+    assert sorted(os.listdir(os.path.join(REPO, "docs", "images"))) == before
+    assert not os.path.exists(os.path.join(REPO, "runs", "readme-seed-12345"))

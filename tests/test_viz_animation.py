@@ -181,3 +181,20 @@ def test_draw_graph_decorations_add_rows_and_override_attributes_only_where_aske
                         decorate_op=lambda fn: {"fillcolor": "#123456"} if fn is out.grad_fn else None).source
     assert marked.count("extra &amp; row") == 1 and re.search(r"<B>a</B>.*<BR/>extra &amp; row>", marked)
     assert marked.count('fillcolor="#123456"') == 1
+
+
+README_ANIMATIONS = (["--format", "html"], ["--expr", "(x * x + x).sum()", "--var", "x=3", "--format", "html"],
+                     ["--attention", "decoder-self", "--layer", "0", "--format", "html", "--untrained",
+                      "--d-model", "8", "--layers", "1"])
+
+
+def test_the_readmes_animations_each_get_their_own_default_file(tmp_path, monkeypatch, path_without_dot, capsys):
+    """The README's three commands, one after another: none meets another's file (without `dot`
+    each writes its frames' .dot, which is named as its pictures would be)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", path_without_dot)
+    for argv in README_ANIMATIONS:
+        assert main(argv) == 3, capsys.readouterr().err
+    written = sorted(p.name for p in (tmp_path / "runs" / "viz").iterdir())
+    assert written == ["backward_a_mul_b_add_a_tanh_sum.dot", "backward_decoder-self_layer0.dot",
+                       "backward_x_mul_x_add_x_sum.dot"]

@@ -28,6 +28,8 @@ from .limits import at_most
 
 DEFAULT_CHECKPOINT = "runs/dates/model.npz"
 DEFAULT_OUT = "runs/dates"
+DEFAULT_CHECKPOINT_HELP = (f"the trained model (default: the newest finished run's, {DEFAULT_CHECKPOINT} or "
+                           f"{DEFAULT_OUT}-N/model.npz; one line names it when there are several)")
 EXIT_BROKEN_PIPE = EXIT_OUTPUT_LOST      # the name older code and tests use
 COMPILE_SECONDS = 4         # a cold cache's compile before the first step, on two cores (README, Results)
 
@@ -101,8 +103,8 @@ def _train_parser():
 
 def _run_options(p, t):
     p.add_argument("--out", default=None,
-                   help=f"folder for the checkpoint and training log (default: {DEFAULT_OUT}; with --resume "
-                        "the checkpoint's folder)")
+                   help=f"folder for the checkpoint and training log (default: {DEFAULT_OUT}, or {DEFAULT_OUT}-2, "
+                        "-3 ... when an earlier run is there; with --resume the checkpoint's folder)")
     p.add_argument("--resume", metavar="CHECKPOINT", type=path_argument,
                    help="continue the run saved in this checkpoint (default: a new run)")
     p.add_argument("--force", action="store_true", help="replace a checkpoint already in the --out folder")
@@ -184,9 +186,17 @@ def _new_trainer(args, out_dir):
 
 
 def _train_out_dir(args) -> str:
+    """--out; with --resume the checkpoint's folder; else runs/dates, or when a run is already
+    there the next free runs/dates-N (said in one line). An explicit --out is never changed."""
+    from .run_dir import next_free_run_folder
     if args.resume:
         return args.out or os.path.dirname(os.path.abspath(args.resume))
-    return args.out if args.out is not None else DEFAULT_OUT
+    if args.out is not None:
+        return args.out
+    folder = next_free_run_folder(DEFAULT_OUT)
+    if folder != DEFAULT_OUT:
+        print(f"{DEFAULT_OUT} holds an earlier run, so this one trains in {folder} (--out to choose)", flush=True)
+    return folder
 
 
 def _claim_run_folder(args, out_dir):
@@ -354,6 +364,7 @@ def _stdin_lines(stream):
 def translate_main(argv=None) -> int:
     from .checkpoint import CheckpointError
     from .dates import DateError, parse_iso_date
+    from .run_dir import default_checkpoint
     from .training import load_model
 
     args = _translate_parser().parse_args(argv)
@@ -365,7 +376,7 @@ def translate_main(argv=None) -> int:
         bad_option = _check_decoding_options(args)
         if bad_option is not None:
             return bad_option
-        model = load_model(args.checkpoint)
+        model = load_model(args.checkpoint or default_checkpoint())
     except (DateError, CheckpointError) as error:
         return _fail(str(error))
     translate = _translator(model, args)
@@ -384,8 +395,8 @@ def _translate_parser():
                        "codes: 0 all translated, 2 a bad argument, checkpoint or input line (the good lines "
                        "were still translated), 130 Ctrl-C, 141 stdout closed or full.")
     p.add_argument("dates", nargs="*", help="dates to rewrite; none: read one per line from stdin")
-    p.add_argument("--checkpoint", default=DEFAULT_CHECKPOINT, type=path_argument,
-                   help="the trained model (default: %(default)s)")
+    p.add_argument("--checkpoint", default=None, type=path_argument,
+                   help=DEFAULT_CHECKPOINT_HELP)
     group = p.add_mutually_exclusive_group()
     group.add_argument("--beam", type=int, metavar="K", help="beam search with K beams (default: greedy)")
     group.add_argument("--temperature", type=_finite, metavar="T",
@@ -474,11 +485,12 @@ def evaluate_main(argv=None) -> int:
     from .checkpoint import CheckpointError
     from .dates import DateDataset
     from .evaluation import evaluate
+    from .run_dir import default_checkpoint
     from .training import load_model
 
     p = _Parser(prog="dates-evaluate", description="Accuracy on the 2,000 held-out dates.")
-    p.add_argument("--checkpoint", default=DEFAULT_CHECKPOINT, type=path_argument,
-                   help="the trained model (default: %(default)s)")
+    p.add_argument("--checkpoint", default=None, type=path_argument,
+                   help=DEFAULT_CHECKPOINT_HELP)
     p.add_argument("--beam", type=int, default=1, metavar="K", help="beam width (1 = greedy)")
     p.add_argument("--show", type=int, default=5, metavar="N", help="show up to N wrong outputs")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -489,7 +501,7 @@ def evaluate_main(argv=None) -> int:
     if args.show < 0:
         return _fail(f"--show must be >= 0, got {args.show}")
     try:
-        model = load_model(args.checkpoint)
+        model = load_model(args.checkpoint or default_checkpoint())
     except CheckpointError as error:
         return _fail(str(error))
     data = DateDataset()

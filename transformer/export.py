@@ -1,10 +1,11 @@
 """Export a trained date model's weights under PyTorch's parameter names, to load them into PyTorch.
 
     dates-export                                   # runs/dates/model.npz -> runs/dates/model.safetensors
+                                                   # (the newest finished run's: runs/dates-2 ... too)
     dates-export --checkpoint X/model.npz --out X/weights.safetensors
 
 The names are those of the same model built from PyTorch's own layers
-(``examples/compare_with_pytorch.py`` builds it and loads this file):
+(``examples/compare_with_pytorch.py`` builds it, and its ``load_exported`` loads this file):
 
     src_embed, tgt_embed           torch.nn.Embedding(68, d_model)
     src_positions, tgt_positions   torch.nn.Embedding(max_len, d_model), only for learned positions
@@ -33,10 +34,11 @@ import numpy as np
 
 from .config import ModelConfig
 from .console import Parser, console_script, path_argument
-from .output_folder import make_output_folder
+from .output_file import EXPORTED_NPZ, SAFETENSORS, add_force_option, atomic_output, check_output
 
 DEFAULT_CHECKPOINT = os.path.join("runs", "dates", "model.npz")
 FORMATS = ("safetensors", "npz")
+KINDS_BY_FORMAT = {"safetensors": SAFETENSORS, "npz": EXPORTED_NPZ}
 
 
 def torch_names(minigrad_arrays, config: ModelConfig) -> "OrderedDict[str, np.ndarray]":
@@ -84,43 +86,46 @@ def torch_names(minigrad_arrays, config: ModelConfig) -> "OrderedDict[str, np.nd
     return out
 
 
-def export_weights(model, path, fmt="safetensors", metadata=None) -> str:
-    """Write ``model``'s weights under PyTorch's names to ``path`` (atomically); returns the path."""
+def export_weights(model, path, fmt="safetensors", metadata=None, force=True) -> str:
+    """Write ``model``'s weights under PyTorch's names to ``path`` (atomically); returns the path.
+
+    An existing file there is replaced only if it is an earlier export and ``force`` is set; a
+    checkpoint, a log or anything else is never replaced (``output_file.check_output``).
+    """
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
     arrays = torch_names(model.state_dict(), model.config)
     info = {"format": "minigrad date Transformer, PyTorch parameter names",
             "model_config": json.dumps(model.config.to_dict()), **(metadata or {})}
     path = os.fspath(path)
-    make_output_folder(os.path.dirname(path))
-    temporary = os.path.join(os.path.dirname(path) or ".", f".tmp-{os.getpid()}-{os.path.basename(path)}")
-    try:
+    check_output(path, force, kind=KINDS_BY_FORMAT[fmt])
+    with atomic_output(path) as temporary:
         if fmt == "safetensors":
             from safetensors.numpy import save_file
             save_file(dict(arrays), temporary, metadata=info)
         else:
             with open(temporary, "wb") as f:
                 np.savez(f, **arrays, **{"metadata.json": np.frombuffer(json.dumps(info).encode(), np.uint8)})
-        os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.remove(temporary)
     return path
 
 
 @console_script
 def main(argv=None) -> int:
     parser = Parser(prog="dates-export", description=__doc__.split("\n")[0])
-    parser.add_argument("--checkpoint", default=DEFAULT_CHECKPOINT, type=path_argument,
-                        help="the dates-train checkpoint to export (default: %(default)s)")
+    parser.add_argument("--checkpoint", default=None, type=path_argument,
+                        help=f"the dates-train checkpoint to export (default: the newest finished run's, "
+                             f"{DEFAULT_CHECKPOINT} or runs/dates-N/model.npz; one line names it when there are several)")
     parser.add_argument("--out", type=path_argument, help="output file (default: the checkpoint's path with .safetensors or "
                                       "-torch.npz in place of .npz)")
     parser.add_argument("--format", choices=FORMATS, default="safetensors",
                         help="safetensors (read with safetensors.torch.load_file) or a numpy .npz "
                              "(default: %(default)s)")
+    add_force_option(parser)
     args = parser.parse_args(argv)
     from .checkpoint import CheckpointError
+    from .run_dir import default_checkpoint
     from .training import load_model
+    args.checkpoint = args.checkpoint or default_checkpoint()
     stem = args.checkpoint[:-4] if args.checkpoint.endswith(".npz") else args.checkpoint
     out = args.out or (stem + (".safetensors" if args.format == "safetensors" else "-torch.npz"))
     try:
@@ -129,12 +134,14 @@ def main(argv=None) -> int:
                              "or name one with --checkpoint")
         if os.path.abspath(out) == os.path.abspath(args.checkpoint):
             raise ValueError(f"--out {out} is the checkpoint itself; choose another file")
+        check_output(out, args.force, kind=KINDS_BY_FORMAT[args.format])   # before the model is loaded
         model = load_model(args.checkpoint)
-        written = export_weights(model, out, args.format, {"source": os.path.basename(args.checkpoint)})
+        written = export_weights(model, out, args.format, {"source": os.path.basename(args.checkpoint)},
+                                 force=args.force)
     except (ValueError, OSError, CheckpointError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     count = sum(p.size for p in model.parameters())
-    print(f"wrote {written}  ({count:,} parameters under PyTorch's names; "
-          "examples/compare_with_pytorch.py shows how to load it)")
+    print(f"wrote {written}  ({count:,} parameters under PyTorch's names)\n"
+          f"to load it into PyTorch: python examples/compare_with_pytorch.py --exported {written}")
     return 0

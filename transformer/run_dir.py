@@ -13,7 +13,9 @@ import fcntl
 import glob
 import json
 import os
+import re
 import stat
+import sys
 import time
 
 from .output_folder import make_output_folder
@@ -21,6 +23,7 @@ from .output_folder import make_output_folder
 CHECKPOINT_NAME = "model.npz"
 LOG_NAME = "train_log.jsonl"
 LOCK_NAME = ".dates-train.lock"
+DEFAULT_RUN = os.path.join("runs", "dates")     # a plain dates-train's folder; then runs/dates-2, -3 ...
 
 
 class RunFolderError(Exception):
@@ -53,6 +56,66 @@ def refuse_to_overwrite(folder: str):
     if os.path.lexists(log):        # its checkpoint was moved away: the log is still someone's record
         raise RunFolderError(f"{folder} already holds a training log ({log}) but no checkpoint: move the log "
                              "away, replace it with --force, or choose another --out")
+
+
+def run_folders(base: str = DEFAULT_RUN) -> list:
+    """``base`` and its numbered siblings ``base-2``, ``base-3`` ... that exist, in number order."""
+    found = [(1, base)] if os.path.isdir(base) else []
+    pattern = re.compile(re.escape(os.path.basename(base)) + r"-([0-9]+)$")
+    parent = os.path.dirname(base) or "."
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        names = []
+    for name in names:
+        match = pattern.match(name)
+        if match and int(match.group(1)) >= 2 and os.path.isdir(os.path.join(parent, name)):
+            found.append((int(match.group(1)), os.path.join(os.path.dirname(base), name)))
+    return [folder for _, folder in sorted(found)]
+
+
+def _live_lock(folder: str) -> bool:
+    owner = RunLock(folder)._owner()
+    return owner is not None and (owner == os.getpid() or _pid_alive(owner))
+
+
+def holds_a_run(folder: str) -> bool:
+    """A checkpoint, a training log or a live run's lock: a new run must not start there unasked."""
+    return any(os.path.lexists(os.path.join(folder, name)) for name in (CHECKPOINT_NAME, LOG_NAME)) \
+        or _live_lock(folder)
+
+
+def next_free_run_folder(base: str = DEFAULT_RUN) -> str:
+    """``base`` if no run is in it, else the first of ``base-2``, ``base-3`` ... that holds none."""
+    if not holds_a_run(base):
+        return base
+    number = 2
+    while holds_a_run(f"{base}-{number}") or (os.path.lexists(f"{base}-{number}")
+                                             and not os.path.isdir(f"{base}-{number}")):
+        number += 1
+    return f"{base}-{number}"
+
+
+def finished_checkpoints(base: str = DEFAULT_RUN) -> list:
+    """The checkpoints of ``base`` and its numbered siblings whose run is not running now, newest
+    (last written) first."""
+    found = [os.path.join(folder, CHECKPOINT_NAME) for folder in run_folders(base) if not _live_lock(folder)]
+    found = [path for path in found if os.path.isfile(path)]
+    return sorted(found, key=lambda path: os.stat(path).st_mtime, reverse=True)
+
+
+def default_checkpoint(base: str = DEFAULT_RUN, say=None) -> str:
+    """The checkpoint a command uses when none is named: the newest finished run's under ``base``
+    (``runs/dates``, ``runs/dates-2`` ...). When there are several, ``say`` (default: stderr) gets one
+    line naming the one used; with none, the path a plain dates-train writes (for the error message)."""
+    found = finished_checkpoints(base)
+    if not found:
+        return os.path.join(base, CHECKPOINT_NAME)
+    if len(found) > 1:
+        say = say or (lambda line: print(line, file=sys.stderr))
+        say(f"note: using {found[0]}, the newest of {len(found)} trained runs "
+            f"({', '.join(os.path.dirname(path) for path in found[1:])} older); --checkpoint to choose")
+    return found[0]
 
 
 def remove_stale_temporaries(folder: str):

@@ -11,8 +11,11 @@
                         (CLI: dates-explore; its graph laid out in the browser by vendor/dagre.min.js)
     heatmaps.py         attention-weight heatmaps per layer and head, training curves (matplotlib)
     walkthrough.py      tokens -> embeddings -> positions -> Q -> QKᵀ -> softmax, as tables (CLI: dates-explain)
-    inputs.py           which model to draw (runs/dates/model.npz, a checkpoint, or an untrained one)
-                        and one date's token ids
+    inputs.py           which model to draw (the newest finished run's checkpoint, one given, or an
+                        untrained one) and one date's token ids
+
+Every file they write goes through transformer/output_file.py: atomically, and never over a
+checkpoint, a log or a file of another kind (an earlier output of their own needs --force).
 """
 from .graph import draw_graph
 from .render import dot_missing_message, render

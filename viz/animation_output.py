@@ -14,19 +14,27 @@ import subprocess
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
-from transformer.output_folder import make_output_folder
+from transformer.output_file import atomic_output, check_outputs, write_output
 
 from .render import RenderedPaths, dot_missing_message, have_dot
 
 FRAME_MS, LAST_FRAME_MS = 1200, 3000
 
 
-def write_animation(frames, out_stem, formats=("gif", "html"), dpi=72, frame_ms=FRAME_MS, quiet=False) -> list:
+def animation_paths(out_stem, formats=("gif", "html")) -> list:
+    """The files ``write_animation`` writes: one per format, or the frames' .dot without Graphviz."""
+    return [f"{os.fspath(out_stem)}.{fmt}" for fmt in (formats if have_dot() else ("dot",))]
+
+
+def write_animation(frames, out_stem, formats=("gif", "html"), dpi=72, frame_ms=FRAME_MS, quiet=False,
+                    force=True) -> list:
     """Render every frame with dot once (SVG and PNG together) and write ``<out_stem>.gif``/``.html``.
 
     Returns the paths written. Without Graphviz's ``dot`` it writes ``<out_stem>.dot`` instead (every
     frame's graph, one after another: ``dot -Tsvg -O`` renders them) and, as ``render`` does, says
     how to install it (on stderr unless ``quiet``, and as the returned list's ``.message``).
+    Each file is written atomically; one that exists is replaced only with ``force`` and only if
+    it is of the same kind (``transformer.output_file``).
     """
     if not frames:
         raise ValueError("no frames: backward processed no op (is the root a leaf?)")
@@ -34,7 +42,7 @@ def write_animation(frames, out_stem, formats=("gif", "html"), dpi=72, frame_ms=
     if unknown:
         raise ValueError(f"unknown format(s) {', '.join(sorted(unknown))}; choose gif and/or html")
     out_stem = os.fspath(out_stem)
-    make_output_folder(os.path.dirname(out_stem))
+    check_outputs(animation_paths(out_stem, formats), force)
     if not have_dot():
         return _write_frame_sources(frames, out_stem + ".dot", quiet)
     svgs, pngs = _render_all(frames, dpi, want_png="gif" in formats)
@@ -47,9 +55,8 @@ def write_animation(frames, out_stem, formats=("gif", "html"), dpi=72, frame_ms=
 
 
 def _write_frame_sources(frames, dot_path, quiet):
-    with open(dot_path, "w", encoding="utf-8") as f:
-        for frame in frames:
-            f.write(f"// frame {frame.number}: {frame.caption}\n{frame.digraph.source}\n")
+    write_output(dot_path, "".join(f"// frame {frame.number}: {frame.caption}\n{frame.digraph.source}\n"
+                                   for frame in frames), force=True)
     return RenderedPaths([dot_path]).note(dot_missing_message(dot_path), quiet)
 
 
@@ -88,8 +95,9 @@ def write_gif(pngs, path, frame_ms=FRAME_MS) -> str:
         canvas.paste(image, ((width - image.width) // 2, 0))
         padded.append(canvas.quantize(colors=128, method=Image.Quantize.FASTOCTREE))  # 10x MEDIANCUT's speed
     durations = [frame_ms] * (len(padded) - 1) + [LAST_FRAME_MS]
-    padded[0].save(path, save_all=True, append_images=padded[1:], duration=durations, loop=0,
-                   optimize=False, disposal=1)
+    with atomic_output(path) as tmp:
+        padded[0].save(tmp, save_all=True, append_images=padded[1:], duration=durations, loop=0,
+                       optimize=False, disposal=1)
     return path
 
 
@@ -173,9 +181,7 @@ def write_html(svgs, captions, path, frame_ms=FRAME_MS, title="The backward pass
               for i, svg in enumerate(svgs)]
     page = HTML_PAGE.format(title=html.escape(title), count=len(svgs), frames="\n".join(blocks),
                             captions=json.dumps(captions).replace("</", "<\\/"), frame_ms=frame_ms)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(page)
-    return path
+    return write_output(path, page, force=True)
 
 
 def _inline_svg(svg: str, prefix: str) -> str:

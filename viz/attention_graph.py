@@ -30,6 +30,7 @@ from transformer.checkpoint import CheckpointError
 from transformer.console import Parser, console_script, path_argument
 from transformer.dates import DateError
 from transformer.decoding import inference
+from transformer.output_file import add_force_option, check_outputs
 
 from .graph import draw_graph
 from .render import EXIT_CODES_HELP, EXIT_DOT_MISSING, render
@@ -197,19 +198,22 @@ def main(argv=None) -> int:
                         help="draw only the last N ops before the output (e.g. 7: from the mask on)")
     parser.add_argument("--output-of", metavar="NAME",
                         help="draw the graph only up to the tensor with this name (e.g. weights)")
+    add_force_option(parser)
     args = parser.parse_args(argv)
     if args.max_depth is not None and args.max_depth < 1:
         print(f"error: --max-depth must be at least 1, got {args.max_depth}", file=sys.stderr)
         return 2
     try:
         source_ids(args.date)              # a bad date fails before a model is built or announced
+        formats = tuple(args.format or ["svg"])
+        check_outputs([f"{args.out}.{fmt}" for fmt in ("dot",) + formats], args.force)
         chosen = model_from_args(args)
         start = time.perf_counter()
         graph, _ = build_attention_graph(chosen.model, args.date, args.kind, args.layer, args.backward,
                                          not args.no_clusters, args.rankdir, untrained=not chosen.trained,
                                          max_depth=args.max_depth, output_of=args.output_of)
         built = time.perf_counter()
-        paths = render(graph, args.out, formats=tuple(args.format or ["svg"]))
+        paths = render(graph, args.out, formats=formats, force=args.force)
         done = time.perf_counter()
     except (DateError, ValueError, OSError, CheckpointError) as error:
         print(f"error: {error}", file=sys.stderr)

@@ -17,7 +17,10 @@ Outputs (``write_animation``, in ``animation_output.py``): an animated GIF and
 a self-contained HTML page with a step slider over the inline SVG frames (no
 server, no network, no external script); hover a box in the HTML for its tooltip.
 """
+import argparse
+import hashlib
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 
@@ -25,6 +28,7 @@ import numpy as np
 
 from minigrad import Tensor, autograd_steps
 from transformer.console import Parser, console_script, path_argument
+from transformer.output_file import add_force_option
 
 from .animation_output import write_animation
 from .details import NOT_ARRIVED, first_values, norm, tooltip_text
@@ -240,7 +244,8 @@ def main(argv=None) -> int:
         _check_arguments(args)
         root, options, title = _animated_root(args)
         frames = backward_frames(root, rankdir=args.rankdir, title=title, **options)
-        paths = write_animation(frames, args.out, formats=tuple(args.format or ("gif", "html")), dpi=args.dpi)
+        paths = write_animation(frames, args.out or default_out(args), formats=tuple(args.format or ("gif", "html")), dpi=args.dpi,
+                                force=args.force)
     except (DateError, ValueError, OSError, CheckpointError, RuntimeError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -265,12 +270,36 @@ def _parser():
     attention = parser.add_argument_group("with --attention")
     attention.add_argument("--layer", type=int, default=0, help="layer index, from 0 (default: %(default)s)")
     add_model_arguments(attention, default_date=DEFAULT_DATE)
-    parser.add_argument("--out", type=path_argument, default=os.path.join("runs", "viz", "backward_animation"),
-                        help="output path without extension (default: %(default)s)")
+    parser.add_argument("--out", type=path_argument, default=None,
+                        help="output path without extension (default: named after what is animated, e.g. "
+                             f"{default_out(argparse.Namespace(attention=None, expr=None))} or "
+                             f"{default_out(argparse.Namespace(attention='decoder-self', layer=0))})")
     parser.add_argument("--format", action="append", choices=["gif", "html"], help="default: both")
     parser.add_argument("--rankdir", choices=["TB", "LR"], default="TB")
     parser.add_argument("--dpi", type=int, default=72, help="resolution of the GIF frames (default: 72)")
+    add_force_option(parser)
     return parser
+
+
+OPERATOR_WORDS = (("**", "pow"), ("*", "mul"), ("+", "add"), ("-", "sub"), ("/", "div"), ("@", "matmul"))
+MAX_NAME = 60
+
+
+def default_out(args) -> str:
+    """The default output stem, named after what is animated, so that animating another expression
+    or another attention does not meet the previous one's files: runs/viz/backward_a_mul_b_add_a_tanh_sum,
+    runs/viz/backward_decoder-self_layer0."""
+    if args.attention:
+        name = f"{args.attention}_layer{args.layer}"
+    else:
+        name = args.expr or DEFAULT_EXPR
+        for operator, word in OPERATOR_WORDS:
+            name = name.replace(operator, f" {word} ")
+        name = re.sub(r"[^A-Za-z0-9.]+", "_", name).replace(".", "_").strip("_")
+        name = re.sub(r"_+", "_", name)
+        if len(name) > MAX_NAME:     # a long expression: its start and a hash of the whole
+            name = name[:MAX_NAME - 9] + "_" + hashlib.sha1((args.expr or "").encode()).hexdigest()[:8]
+    return os.path.join("runs", "viz", f"backward_{name}")
 
 
 def _check_arguments(args):

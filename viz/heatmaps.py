@@ -25,8 +25,9 @@ from transformer.checkpoint import CheckpointError
 from transformer.console import Parser, console_script, path_argument
 from transformer.dates import DateError, decode
 from transformer.decoding import inference
+from transformer.output_file import add_force_option, atomic_output, check_outputs
 from transformer.output_folder import make_output_folder
-from transformer.run_dir import RunFolderError, log_lines
+from transformer.run_dir import LOG_NAME, RunFolderError, default_checkpoint, log_lines
 
 from .inputs import (UNTRAINED, add_model_arguments, decoder_input_from_greedy, model_from_args, on_numpy_twins,
                      source_ids, token_labels)
@@ -127,18 +128,30 @@ def _label_panel(ax, layer, head, queries, keys, first_column, last_row):
         ax.set_ylabel("query", fontsize=9)
 
 
+def heatmap_paths(out_dir, prefix) -> dict:
+    """kind -> the PNG ``save_attention_heatmaps`` writes for it."""
+    return {kind: os.path.join(out_dir, f"{prefix}_{kind}.png") for kind in KINDS}
+
+
 def save_attention_heatmaps(model, date: str, out_dir=".", prefix="attention", dpi=DPI,
-                            untrained: bool = False) -> dict:
-    """Write ``<prefix>_<kind>.png`` for the three kinds; returns kind -> SavedFigure."""
-    maps = attention_maps(model, date, untrained)
+                            untrained: bool = False, force=True) -> dict:
+    """Write ``<prefix>_<kind>.png`` for the three kinds; returns kind -> SavedFigure.
+
+    An existing PNG is replaced only with ``force`` (``transformer.output_file``)."""
+    paths = heatmap_paths(out_dir, prefix)
     make_output_folder(out_dir, "--out-dir")
+    check_outputs(paths.values(), force, "--out-dir or --prefix")
+    maps = attention_maps(model, date, untrained)
     saved = {}
-    for kind in KINDS:
-        fig = plot_attention(maps, kind)
-        path = os.path.join(out_dir, f"{prefix}_{kind}.png")
-        fig.savefig(path, dpi=dpi)
-        saved[kind] = SavedFigure(path, fig)
+    for kind, path in paths.items():
+        saved[kind] = _save(plot_attention(maps, kind), path, dpi)
     return saved
+
+
+def _save(fig, path, dpi) -> SavedFigure:
+    with atomic_output(path) as tmp:
+        fig.savefig(tmp, dpi=dpi)
+    return SavedFigure(os.fspath(path), fig)
 
 
 # --------------------------------------------------------------- training curves
@@ -180,8 +193,15 @@ def _batch_estimate(log, window=4):
     return [s for s, _ in pairs[window - 1:]], list(100 * means)
 
 
-def plot_training_curves(log_jsonl, out_png, dpi=DPI) -> SavedFigure:
-    """Two panels: training loss per step (log scale) and held-out exact match per eval."""
+def plot_training_curves(log_jsonl, out_png, dpi=DPI, force=True) -> SavedFigure:
+    """Two panels: training loss per step (log scale) and held-out exact match per eval.
+
+    An existing PNG at ``out_png`` is replaced only with ``force`` (``transformer.output_file``);
+    a path without an extension gets .png, as matplotlib would give it."""
+    out_png = os.fspath(out_png)
+    if not os.path.splitext(out_png)[1]:
+        out_png += ".png"
+    check_outputs([out_png], force)
     log = read_training_log(log_jsonl)
     fig = Figure(figsize=(10, 3.8), layout="constrained")
     loss_ax, match_ax = fig.subplots(1, 2, sharex=True)
@@ -198,9 +218,7 @@ def plot_training_curves(log_jsonl, out_png, dpi=DPI) -> SavedFigure:
         match_ax.text(0.5, 0.5, "no eval steps in this log", ha="center", transform=match_ax.transAxes)
     for ax in (loss_ax, match_ax):
         ax.grid(alpha=0.3)
-    make_output_folder(os.path.dirname(os.fspath(out_png)))
-    fig.savefig(out_png, dpi=dpi)
-    return SavedFigure(os.fspath(out_png), fig)
+    return _save(fig, out_png, dpi)
 
 
 # ----------------------------------------------------------------------- CLIs
@@ -213,12 +231,14 @@ def main(argv=None) -> int:
     parser.add_argument("--out-dir", type=path_argument, default=os.path.join("runs", "viz", "heatmaps"),
                         help="folder for the PNGs (default: %(default)s)")
     parser.add_argument("--prefix", default="attention", help="file name prefix (default: %(default)s)")
+    add_force_option(parser)
     args = parser.parse_args(argv)
     try:
         source_ids(args.date)              # a bad date fails before a model is built or announced
+        check_outputs(heatmap_paths(args.out_dir, args.prefix).values(), args.force, "--out-dir or --prefix")
         chosen = model_from_args(args)
         saved = save_attention_heatmaps(chosen.model, args.date, args.out_dir, args.prefix,
-                                        untrained=not chosen.trained)
+                                        untrained=not chosen.trained, force=args.force)
     except (DateError, ValueError, OSError, CheckpointError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -230,13 +250,16 @@ def main(argv=None) -> int:
 def curves_main(argv=None) -> int:
     parser = Parser(prog="dates-plot-training",
                     description="Loss and held-out exact-match curves from a training log.")
-    parser.add_argument("log", nargs="?", default="runs/dates/train_log.jsonl",
-                        help="the JSON-lines log written by dates-train (default: %(default)s)")
+    parser.add_argument("log", nargs="?", default=None,
+                        help="the JSON-lines log written by dates-train (default: the newest finished run's, "
+                             "runs/dates/train_log.jsonl or runs/dates-N/train_log.jsonl)")
     parser.add_argument("--out", type=path_argument, default=os.path.join("runs", "viz", "training_curves.png"),
                         help="output PNG (default: %(default)s)")
+    add_force_option(parser)
     args = parser.parse_args(argv)
     try:
-        saved = plot_training_curves(args.log, args.out)
+        log = args.log or os.path.join(os.path.dirname(default_checkpoint()), LOG_NAME)
+        saved = plot_training_curves(log, args.out, force=args.force)
     except (ValueError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -19,6 +19,7 @@ from transformer.console import path_argument
 from transformer.dates import EOS, SOS, VOCAB, encode, parse_iso_date, translate_reference
 from transformer.decoding import greedy_decode
 from transformer.limits import check_model_size
+from transformer.run_dir import default_checkpoint as newest_checkpoint
 from transformer.model import Transformer
 
 
@@ -49,7 +50,8 @@ def add_model_arguments(parser, default_date="1845-01-05", date_option=True):
     if date_option:
         parser.add_argument("--date", default=default_date, help="an ISO date YYYY-MM-DD (default: %(default)s)")
     parser.add_argument("--checkpoint", metavar="PATH", type=path_argument,
-                        help=f"a trained checkpoint (default: {DEFAULT_CHECKPOINT} when it exists)")
+                        help=f"a trained checkpoint (default: the newest finished run's, {DEFAULT_CHECKPOINT} or "
+                             "runs/dates-N/model.npz, when there is one)")
     parser.add_argument("--untrained", action="store_true",
                         help="draw a fresh, untrained model even when a checkpoint exists")
     parser.add_argument("--seed", type=int, default=None, help="seed of the fresh model (default: 0)")
@@ -63,9 +65,10 @@ def model_from_args(args) -> ChosenModel:
 
 
 def choose_model(checkpoint=None, untrained=False, seed=None, d_model=None, heads=None, layers=None,
-                 default_checkpoint=DEFAULT_CHECKPOINT, say=None) -> ChosenModel:
-    """The checkpoint given; else ``default_checkpoint`` if it exists and no fresh model was asked
-    for; else a fresh seeded model, announced in one line (``say``, default: print to stderr).
+                 default_checkpoint=None, say=None) -> ChosenModel:
+    """The checkpoint given; else ``default_checkpoint`` (default: the newest finished run's,
+    ``run_dir.default_checkpoint``) if it exists and no fresh model was asked for; else a fresh
+    seeded model, announced in one line (``say``, default: print to stderr).
 
     Raises transformer.checkpoint.CheckpointError for a bad checkpoint, and
     ValueError when a checkpoint and --untrained are both given.
@@ -81,8 +84,10 @@ def choose_model(checkpoint=None, untrained=False, seed=None, d_model=None, head
         if untrained:
             raise ValueError("--checkpoint and --untrained contradict each other: give one of them")
         return ChosenModel(load_or_create_model(checkpoint, 0, d_model, heads, layers), True, checkpoint)
-    if not untrained and not fresh_options and default_checkpoint and os.path.exists(default_checkpoint):
-        return ChosenModel(load_or_create_model(default_checkpoint), True, default_checkpoint)
+    if not untrained and not fresh_options:
+        default_checkpoint = default_checkpoint or newest_checkpoint(say=say)
+        if os.path.exists(default_checkpoint):
+            return ChosenModel(load_or_create_model(default_checkpoint), True, default_checkpoint)
     seed = 0 if seed is None else seed
     model = load_or_create_model(None, seed, d_model, heads, layers)
     if untrained or fresh_options:

@@ -14,7 +14,7 @@ import sys
 import graphviz
 
 from transformer.console import EXIT_CODES
-from transformer.output_folder import make_output_folder
+from transformer.output_file import check_outputs, write_output
 
 INSTALL_HINT = ("install Graphviz (apt-get install graphviz | brew install graphviz | "
                 "conda install -c conda-forge python-graphviz)")
@@ -32,18 +32,19 @@ def dot_missing_message(dot_path) -> str:
             f"{INSTALL_HINT}, or paste the .dot into an online Graphviz viewer")
 
 
-def render(digraph, path_stem, formats=("svg",), quiet=False) -> list:
+def render(digraph, path_stem, formats=("svg",), quiet=False, force=True) -> list:
     """Write ``<path_stem>.dot``, then ``<path_stem>.<format>`` for each format if ``dot`` exists.
 
     Returns the paths written, the .dot first. Without Graphviz's ``dot`` the
     .dot is still written and one line says how to install it (on stderr unless
     ``quiet``); the message is also attached to the returned list as ``.message``.
+    Every file is written atomically; one that exists is replaced only with ``force``, and only
+    if it is of the same kind (``transformer.output_file``): all are checked before any is written.
     """
     path_stem = os.fspath(path_stem)
-    make_output_folder(os.path.dirname(path_stem))
     dot_path = path_stem + ".dot"
-    with open(dot_path, "w", encoding="utf-8") as f:
-        f.write(digraph.source)
+    check_outputs([dot_path] + [f"{path_stem}.{fmt}" for fmt in formats], force)
+    write_output(dot_path, digraph.source, force=True)
     written = RenderedPaths([dot_path])
     if not have_dot():
         return written.note(dot_missing_message(dot_path), quiet)
@@ -55,10 +56,7 @@ def render(digraph, path_stem, formats=("svg",), quiet=False) -> list:
         except graphviz.CalledProcessError as error:
             raise RuntimeError(f"dot failed on {dot_path} (a bug in viz: please report it with that file):"
                                f" {error.stderr.decode(errors='replace') if error.stderr else error}") from None
-        out_path = f"{path_stem}.{fmt}"
-        with open(out_path, "wb") as f:
-            f.write(data)
-        written.append(out_path)
+        written.append(write_output(f"{path_stem}.{fmt}", data, force=True))
     return written
 
 

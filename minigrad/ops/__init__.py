@@ -1,7 +1,7 @@
 """Every differentiable op, one small class each (forward, backward and tangent rule together).
 
 An op's math is plain numpy in its file; the functions a registered kernel may replace
-are marked ``@accelerated`` (``kernels/registry.py``). A fused op has a ``composition``:
+are marked ``@accelerated`` (``minigrad/accelerated.py``). A fused op has a ``composition``:
 the same op from public ops, taking ``forward``'s arguments as Tensors.
 
     arithmetic.py  Add Sub Mul Div Neg Pow ScalarBasePow

@@ -4,6 +4,7 @@ import sys
 import time
 
 from transformer.console import Parser, console_script, path_argument
+from transformer.output_file import HTML, add_force_option, check_output, write_output
 
 from ..attention_graph import KINDS, find_attention_module
 from ..inputs import UNTRAINED, add_model_arguments, model_from_args, on_numpy_twins, source_ids
@@ -27,15 +28,16 @@ def page_title(module_name, date, trained) -> str:
     return f"one attention step: {module_name} on {date}" + ("" if trained else f" ({UNTRAINED})")
 
 
-def write_explorer(model, out, date="1845-01-05", kind="encoder-self", layer=0, trained=True, check=True) -> str:
-    """Write the page to ``out`` (a path ending in .html) and return the path."""
+def write_explorer(model, out, date="1845-01-05", kind="encoder-self", layer=0, trained=True, check=True,
+                   force=True) -> str:
+    """Write the page to ``out`` (a path ending in .html), atomically, and return the path.
+
+    An existing page there is replaced only with ``force``; anything else never (``check_output``).
+    """
     name, _ = find_attention_module(model, kind, layer)
+    check_output(out, force, kind=HTML)
     page = page_html(build_page_data(model, date, kind, layer, check), page_title(name, date, trained))
-    if os.path.dirname(out):
-        os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out, "w", encoding="utf-8") as f:
-        f.write(page)
-    return out
+    return write_output(out, page, force, HTML)
 
 
 @console_script
@@ -53,14 +55,16 @@ def main(argv=None) -> int:
                         help="the HTML file to write (default: %(default)s)")
     parser.add_argument("--no-check", action="store_true",
                         help="skip the finite-difference check of the gradients (its overlay is then off)")
+    add_force_option(parser)
     args = parser.parse_args(argv)
     try:
         source_ids(args.date)              # a bad date fails before a model is built or announced
+        check_output(args.out, args.force, kind=HTML)
         chosen = model_from_args(args)
         find_attention_module(chosen.model, args.kind, args.layer)
         start = time.perf_counter()
         path = write_explorer(chosen.model, args.out, args.date, args.kind, args.layer, chosen.trained,
-                              check=not args.no_check)
+                              check=not args.no_check, force=args.force)
         seconds = time.perf_counter() - start
     except (DateError, ValueError, OSError, CheckpointError) as error:
         print(f"error: {error}", file=sys.stderr)

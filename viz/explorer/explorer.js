@@ -150,7 +150,7 @@
     });
     var size = g.graph();
     state.bounds = {x: 0, y: 0, w: size.width, h: size.height};
-    fit();
+    openView();
   }
 
   function tensorNode(t, box) {
@@ -212,6 +212,16 @@
     var scale = Math.max(b.w / Math.max(r.width, 1), b.h / Math.max(r.height, 1));
     var w = r.width * scale, h = r.height * scale;
     setView({x: b.x - (w - b.w) / 2, y: b.y - (h - b.h) / 2, w: w, h: h});
+  }
+  function openView() {     // the whole graph if it fits at actual size, else actual size on the attention core
+    var b = state.bounds, r = document.getElementById("graph-svg").getBoundingClientRect();
+    if (b.w <= r.width && b.h <= r.height) { fit(); return; }
+    var core = TENSORS.filter(function (t) { return t.name === "scores" || t.name === "weights"; });
+    if (!core.length) core = [TENSORS[0]];                   // the loss
+    var boxes = core.map(function (t) { return state.nodes["t" + t.id].box; });
+    var cx = boxes.reduce(function (a, n) { return a + n.x; }, 0) / boxes.length;
+    var cy = boxes.reduce(function (a, n) { return a + n.y; }, 0) / boxes.length;
+    setView({x: cx - r.width / 2, y: cy - r.height / 2, w: r.width, h: r.height});
   }
   function setUpPanZoom() {
     var svg = document.getElementById("graph-svg"), start = null;
@@ -322,6 +332,23 @@
         t.shape[n - 1] !== map.keys.length) return null;
     return map;
   }
+  function axisLabels(container, labels, size, vertical) {   // one label per row (vertical) or column
+    container.innerHTML = "";
+    labels.forEach(function (label) {
+      var span = el("span", {"class": label.length > 1 ? "special" : ""}, label);
+      span.style[vertical ? "height" : "width"] = size + "px";
+      span.style.lineHeight = vertical ? size + "px" : "";
+      container.appendChild(span);
+    });
+  }
+  function labelled(canvas, rowLabels, colLabels, cellW, cellH) {  // the canvas with tokens along both axes
+    var grid = el("div", {"class": "labelled"}), cols = el("div", {"class": "col-labels"});
+    var rows = el("div", {"class": "row-labels"});
+    axisLabels(cols, colLabels, cellW, false);
+    axisLabels(rows, rowLabels, cellH, true);
+    [el("span"), cols, rows, canvas].forEach(function (part) { grid.appendChild(part); });
+    return grid;
+  }
   function arrayView(values, shape, id, t) {  // statistics, a heatmap of every value, a table of the first ones
     var box = el("div", {id: id}), s = stats(values), dims = twoD(shape);
     box.appendChild(el("div", {"class": "stat"}, "shape " + shapeText(shape) + "   min " + num(s.min) + "   max " +
@@ -344,8 +371,12 @@
       var map = t && characters(t), q = r % shape[shape.length - 2];
       if (map) hover.textContent += "   query " + q + " '" + map.queries[q] + "' → key " + c + " '" + map.keys[c] + "'";
     });
-    var scroll = el("div", {"class": "scroll"});
-    scroll.appendChild(canvas);
+    var scroll = el("div", {"class": "scroll"}), tokens = t && characters(t);
+    if (tokens) {                          // rows are (heads x) queries, columns keys: label them with their tokens
+      var rowTokens = [];
+      for (var lr = 0; lr < shownRows; lr++) rowTokens.push(tokens.queries[lr % tokens.queries.length]);
+      scroll.appendChild(labelled(canvas, rowTokens, tokens.keys, cell, tall));
+    } else scroll.appendChild(canvas);
     box.appendChild(scroll);
     box.appendChild(hover);
     var table = el("table", {"class": "values"}), head = el("tr");
@@ -482,6 +513,10 @@
       mctx.fillStyle = map.may_attend[q][k] ? "#343a40" : "#f1f3f5";
       mctx.fillRect(k * cell, q * cell, cell, cell);
     }
+    ["att", "mask"].forEach(function (prefix) {
+      axisLabels(document.getElementById(prefix + "-keys"), map.keys, cell, false);
+      axisLabels(document.getElementById(prefix + "-queries"), map.queries, cell, true);
+    });
     document.getElementById("mask-caption").textContent = "mask (" + map.mask_kind + "): dark = True = may attend";
     canvas.dataset.module = map.module;
     canvas.dataset.head = head;

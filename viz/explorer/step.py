@@ -113,9 +113,17 @@ def _total(tensor, arrivals):
 
 
 def _relative(site):
+    """'/repo/examples/../transformer/attention.py:12' -> 'transformer/attention.py:12' (a script run from
+    examples/ imports the package through examples/..)."""
     if not site:
         return None
-    return site[len(_ROOT):] if site.startswith(_ROOT) else site
+    filename, colon, line = site.rpartition(":")
+    if not colon or not line.isdigit():
+        filename, colon, line = site, "", ""
+    filename = os.path.normpath(os.path.abspath(filename))
+    if filename.startswith(_ROOT):
+        filename = filename[len(_ROOT):]
+    return filename + colon + line
 
 
 def _defined_at(op_class):

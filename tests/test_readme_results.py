@@ -1,0 +1,92 @@
+"""The README says what is true today: its profile table has the rows a profiled step prints, its
+Results keep one table per question with the command that re-draws it and the machine, the notebooks
+it counts are the ones there, and dates-export points at a script that does load its file."""
+import importlib.util
+import os
+import re
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+README = open(os.path.join(REPO, "README.md"), encoding="utf-8").read()
+
+
+def section(title, text=README, level="## "):
+    """The text of the section ``title`` up to the next heading of the same level."""
+    start = text.index(f"\n{level}{title}\n")
+    end = text.find(f"\n{level}", start + 1)
+    return text[start:end if end > 0 else len(text)]
+
+
+def table_rows(text):
+    return [line for line in text.splitlines() if line.startswith("| ") and not line.startswith("|---")]
+
+
+def profile_rows(table: str) -> set:
+    """(op, pass, path) of every op row of a minigrad.profile() table."""
+    rows = set()
+    for line in table.splitlines():
+        match = re.match(r"(\S.*?)\s+(forward|backward|call)\s+(kernel|numpy)\s+\d+", line)
+        if match:
+            rows.add(match.groups())
+    return rows
+
+
+def test_the_profile_table_has_the_rows_a_profiled_step_prints():
+    spec = importlib.util.spec_from_file_location("profile_step", os.path.join(REPO, "examples", "profile_step.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    prof, _ = module.profile_step(warm_up_steps=1)
+    quoted = re.search(r"```\n(op +pass +path.*?)```", section("Where the time goes"), re.S).group(1)
+    assert profile_rows(quoted) == profile_rows(prof.table())
+    assert quoted.splitlines()[0] == prof.table().splitlines()[0]          # the same header
+
+
+def test_results_keep_one_table_per_question_with_its_command_machine_and_date():
+    results = section("Results")
+    assert "AMD EPYC" in results and "AVX-512" in results
+    questions = re.findall(r"\n### (.+)\n", results)
+    assert questions == ["Time to a trained model", "A training step and decoding, beside PyTorch", "Under load"]
+    for question in questions:
+        text = section(question, results, "### ")
+        tables = re.findall(r"(?:\n\|.*\|)+", text)
+        assert len(tables) == 1, question
+        scripts = re.findall(r"python (examples/\w+\.py)", text)
+        assert scripts and all(os.path.isfile(os.path.join(REPO, s)) for s in scripts), question
+        assert re.search(r"2026-\d\d-\d\d", text), question
+    assert os.path.isfile(os.path.join(REPO, "docs", "history.md"))
+    assert "](docs/history.md)" in results
+
+
+def test_the_time_to_model_table_is_the_scripts_layout():
+    results = section("Time to a trained model", section("Results"), "### ")
+    header = table_rows(results)[0]
+    source = open(os.path.join(REPO, "examples", "time_to_model.py"), encoding="utf-8").read()
+    assert header in source
+
+
+def test_the_notebooks_the_readme_counts_are_the_ones_there():
+    notebooks = sorted(n for n in os.listdir(os.path.join(REPO, "notebooks")) if n.endswith(".ipynb"))
+    words = {2: "Two", 3: "Three", 4: "Four", 5: "Five"}
+    assert f"{words[len(notebooks)]} notebooks walk through" in README
+    for name in notebooks:
+        assert f"(notebooks/{name})" in README, name
+    assert "300-step" not in README
+
+
+@pytest.mark.parametrize("fmt", ["safetensors"])
+def test_dates_export_points_at_a_script_that_loads_its_file(tmp_path, capsys, fmt):
+    import minigrad
+    from transformer.checkpoint import save_checkpoint
+    from transformer.config import ModelConfig
+    from transformer.export import main
+    from transformer.model import Transformer
+    minigrad.manual_seed(0)
+    model = Transformer(ModelConfig(d_model=8, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=16))
+    save_checkpoint(str(tmp_path / "model.npz"), model.state_dict(), {}, {"model_config": model.config.to_dict()})
+    assert main(["--checkpoint", str(tmp_path / "model.npz")]) == 0
+    out = capsys.readouterr().out
+    command = re.search(r"examples/compare_with_pytorch\.py --exported \S+", out).group(0)
+    assert command.endswith("model.safetensors")
+    script = open(os.path.join(REPO, "examples", "compare_with_pytorch.py"), encoding="utf-8").read()
+    assert '"--exported"' in script and "def load_exported" in script and "load_state_dict(load_file(" in script
