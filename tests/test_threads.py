@@ -116,6 +116,23 @@ def test_load_leaving_while_on_one_thread_is_found_by_the_next_probe():
     assert chosen[back + 10:].tolist().count(2) > 0.85 * len(chosen[back + 10:])
 
 
+def test_a_slow_first_step_of_one_thread_does_not_keep_two_threads_on_a_loaded_machine():
+    """Load arrives while on two threads (two workers now wait for each other and the GIL);
+    each probe of one thread starts with one slow step (the scheduler's noise): the probe still
+    runs its steps and one thread takes over."""
+    arrives, previous = 150, [2]
+
+    def machine(step, count):
+        first_of_a_probe, previous[0] = count == 1 and previous[0] == 2, count
+        if step < arrives:
+            return QUIET[count]
+        return 0.45 if first_of_a_probe else {1: 0.20, 2: 0.30}[count]   # 0.45 > 1.3x two threads' 0.30
+
+    chosen, _ = run(AdaptiveThreads(), machine, 400)
+    assert chosen[arrives - 1] == 2 and chosen[-1] == 1
+    assert chosen[arrives + 60:].tolist().count(2) < 10
+
+
 def test_a_probe_that_is_not_clearly_faster_does_not_switch():
     equal = {1: 0.080, 2: 0.080 * 0.97}               # within the 5% margin
     policy = AdaptiveThreads()

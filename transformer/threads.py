@@ -90,8 +90,10 @@ class AdaptiveThreads:
     count is *probed* for up to ``probe_steps`` steps and takes over if its median beats
     the incumbent's recent median (last ``recent`` steps) by the factor ``margin``.
 
-    - A probe step slower than ``abort_ratio`` x that median ends the probe at once,
-      so a bad setting (two threads on a busy machine) costs one step.
+    - A probe step of the second count slower than ``abort_ratio`` x that median ends
+      the probe at once, so a bad setting (two threads on a busy machine) costs one step.
+      A probe of the first, safe count always runs its ``probe_steps``: on a loaded
+      machine one slow step of it would otherwise keep the second count for good.
     - The next probe comes after ``min_interval`` steps, and not before the steps since
       the last probe have taken ``1 / budget`` times what that probe cost beyond the
       incumbent (after a switch: what probing the old count would cost now), so
@@ -110,6 +112,7 @@ class AdaptiveThreads:
             raise ValueError("AdaptiveThreads needs window > recent >= 1, probe_steps >= 1, "
                              "min_interval >= 1 and 0 < budget < 1")
         self.incumbent, self.challenger = counts      # start with the first (one thread: safe)
+        self.safe = counts[0]
         self.warmup_left, self.recent, self.probe_steps = warmup, recent, probe_steps
         self.min_interval, self.budget, self.abort_ratio = min_interval, budget, abort_ratio
         self.margin, self.slowdown = margin, slowdown
@@ -158,14 +161,15 @@ class AdaptiveThreads:
     def _record_probe(self, seconds: float):
         self.probe_times.append(seconds)
         reference = self._reference()
-        aborted = seconds > self.abort_ratio * reference
+        aborted = self.challenger != self.safe and seconds > self.abort_ratio * reference
         if not aborted and len(self.probe_times) < self.probe_steps:
             return
         won = not aborted and statistics.median(self.probe_times) < self.margin * reference
         if won:
             # what probing the old count would cost now: one step if the abort rule would stop it
             new = statistics.median(self.probe_times)
-            self.probe_cost = (reference - new) * (1 if reference > self.abort_ratio * new else self.probe_steps)
+            aborts = self.incumbent != self.safe and reference > self.abort_ratio * new   # the old count's next probe
+            self.probe_cost = (reference - new) * (1 if aborts else self.probe_steps)
             self.incumbent, self.challenger = self.challenger, self.incumbent
             self.times = deque(self.probe_times, maxlen=self.times.maxlen)
             self.switches += 1
