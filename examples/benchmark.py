@@ -60,9 +60,10 @@ def time_training_steps(backend: str, steps: int, warmup: int = 3, fused: bool =
         threads = TrainingThreads()                        # as dates-train does
         times = []
         for i in range(steps + warmup):
+            workers = threads.current
             with threads.step():
                 start = time.perf_counter()
-                trainer.train_step()
+                trainer.train_step(workers)
                 if i >= warmup:
                     times.append(time.perf_counter() - start)
     return {"median_ms": 1e3 * statistics.median(times),

@@ -68,6 +68,11 @@ def _exhaust(root, grad, retain_graph, create_graph):
         pass
 
 
+def _capture(outputs, grad_outputs, retain_graph, create_graph, captured, inputs):
+    for _ in _steps(outputs, grad_outputs, retain_graph, create_graph, captured, inputs):
+        pass
+
+
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=False):
     """The gradients of ``outputs`` with respect to ``inputs``, as a tuple of Tensors.
 
@@ -93,8 +98,11 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                                "(create it with requires_grad=True)")
     captured = {id(x): None for x in inputs}
     retain = create_graph if retain_graph is None else retain_graph
-    for _ in _steps(outputs, grad_outputs, retain, create_graph, captured, inputs):
-        pass
+    if observers.watching.observers:   # under profile(), the engine's own time gets a row, as for backward()
+        observers.call("autograd engine", "backward", _capture, outputs, grad_outputs, retain, create_graph,
+                       captured, inputs)
+    else:
+        _capture(outputs, grad_outputs, retain, create_graph, captured, inputs)
     results = []
     for i, x in enumerate(inputs):
         g = captured[id(x)]

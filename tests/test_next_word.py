@@ -67,7 +67,8 @@ def test_a_training_batch_holds_every_kind_and_scores_the_answer_and_eos(tmp_pat
     trainer = tiny_trainer(tmp_path)
     sentences = trainer.training_sentences()
     assert len(sentences) == trainer.config.batch_size and {s.kind for s in sentences} == set(language.KINDS)
-    loss, tokens, estimate = trainer.batch_loss()
+    loss, tokens, _ = trainer.rows_loss(*trainer.sample_batch())
+    estimate = trainer.batch_estimate([None])
     assert loss.shape == () and 0.0 <= estimate <= 1.0
     assert tokens == 2 * trainer.config.batch_size   # the scored word and <eos> of each sentence
 
@@ -174,8 +175,8 @@ def test_ctrl_c_saves_and_says_how_to_resume(tmp_path, capsys, monkeypatch):
     original = NextWordTrainer.train_step
     calls = []
 
-    def step_then_interrupt(self):
-        record = original(self)
+    def step_then_interrupt(self, *args, **kwargs):
+        record = original(self, *args, **kwargs)
         calls.append(1)
         if len(calls) == 2:
             import signal
@@ -236,3 +237,16 @@ def test_default_run_folders_and_the_default_checkpoint(tmp_path, capsys, monkey
     assert os.path.exists("runs/next-word/model.npz") and os.path.exists("runs/next-word-2/model.npz")
     code, out, err = run(complete_main, ["ann went to the bakery and bought a"], capsys)
     assert code == 0 and "runs/next-word-2/model.npz" in err, err
+
+
+def test_next_word_steps_give_the_same_bits_on_one_or_two_workers(tmp_path):
+    """The fixed halves of data-parallel training hold for the next-word task too."""
+    runs = []
+    for workers in ([1, 1, 1], [2, 1, 2]):
+        trainer = tiny_trainer(tmp_path / str(len(runs)))
+        records = [trainer.train_step(w) for w in workers]
+        runs.append(([r["loss"] for r in records], trainer.model.state_dict()))
+    (losses_a, weights_a), (losses_b, weights_b) = runs
+    assert losses_a == losses_b
+    for name, value in weights_a.items():
+        assert np.array_equal(value, weights_b[name]), name

@@ -53,6 +53,15 @@ def test_a_nested_call_counts_once_in_its_outer_row():
     assert prof.rows[("autograd engine", "backward")][0] == 1
 
 
+def test_autograd_grad_gives_the_engine_its_row_as_backward_does():
+    """A data-parallel training step takes its gradients with grad(): its profile keeps the engine's row."""
+    x = Tensor(np.random.default_rng(0).standard_normal((4, 5)), requires_grad=True)
+    with minigrad.profile() as prof:
+        (gx,) = minigrad.autograd.grad(F.softmax(x, axis=-1).sum(), x)
+    assert prof.rows[("autograd engine", "backward")][0] == 1
+    assert gx.shape == x.shape
+
+
 def test_off_nothing_is_recorded_and_misuse_is_a_clear_error():
     assert watching.observers == ()
     prof = minigrad.profile()

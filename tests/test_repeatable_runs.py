@@ -2,8 +2,8 @@
 
 OpenBLAS's last bits depend on its thread count (``transformer/threads.py``), so training
 keeps one BLAS thread unless told otherwise and its thread policy only chooses whether
-the products' fixed pieces run one after the other or side by side
-(``minigrad/parallel.py``): nothing a busy machine changes (timing, the policy's
+the batch's two fixed halves run one after the other or side by side
+(``transformer/data_parallel.py``): nothing a busy machine changes (timing, the policy's
 choices) can reach the numbers. These tests run without the suite's own
 ``MINIGRAD_BLAS_THREADS=1`` (conftest.py), as a user's run would, with and without a
 busy process beside them.
@@ -20,7 +20,7 @@ import pytest
 from transformer import threads
 
 REPO = Path(__file__).resolve().parents[1]
-TIMING = ("seconds", "tokens_per_s", "elapsed", "piece_threads")   # what the load may change: speed only
+TIMING = ("seconds", "tokens_per_s", "elapsed", "workers")   # what the load may change: speed only
 SMALL = ["--d-model", "32", "--heads", "4", "--layers", "1", "--d-ff", "64", "--batch-size", "128",
          "--schedule", "constant", "--warmup", "10", "--target-accuracy", "0", "--no-progress"]
 
@@ -54,8 +54,8 @@ def train_run(folder, *argv, busy=False):
             spinner.wait()
     assert done.returncode == 0, done.stderr
     records = [json.loads(line) for line in (folder / "train_log.jsonl").read_text().splitlines()]
-    if threads.blas_default_threads() > 1:         # the policy tries two threads after 8 timed steps, on any load
-        assert {r["piece_threads"] for r in records} == {1, 2}
+    if threads.blas_default_threads() > 1:         # the policy tries two workers after 8 timed steps, on any load
+        assert {r["workers"] for r in records} == {1, 2}
     return [{k: v for k, v in r.items() if k not in TIMING} for r in records], done.stdout
 
 

@@ -92,7 +92,7 @@ def test_ctrl_c_saves_the_last_step_and_resume_matches_an_uninterrupted_run(tmp_
 
 
 def test_interrupt_before_the_first_step_saves_nothing(tmp_path, capsys, monkeypatch):
-    def interrupted(self):
+    def interrupted(self, workers=1):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(Trainer, "train_step", interrupted)
@@ -183,7 +183,8 @@ def test_two_real_runs_into_one_folder(tmp_path):
     first = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 240
-        while not (tmp_path / "run" / "train_log.jsonl").exists():
+        log = tmp_path / "run" / "train_log.jsonl"
+        while not (log.exists() and log.read_text().count("\n") >= 1):     # a first step is done
             assert first.poll() is None and time.monotonic() < deadline
             time.sleep(0.05)
         second = subprocess.run(argv + ["--force"], cwd=tmp_path, capture_output=True, text=True, timeout=240)

@@ -115,9 +115,10 @@ def _run_options(p, t):
                         "held-out accuracy (on the same CPU type and numpy/OpenBLAS build, and the same "
                         "--blas-threads count); the seconds vary")
     p.add_argument("--blas-threads", type=_blas_threads, default=None, metavar="N|auto",
-                   help="threads for the Linear layers' products. auto: BLAS on one thread, the large products "
-                        "cut into two fixed pieces run on one or two threads, whichever is faster by timing; the "
-                        "cut never changes, so neither do the numbers (N = 1 gives the same bits). N: BLAS on N "
+                   help="threads of a training step. auto: BLAS on one thread, each batch cut into two fixed "
+                        "halves whose forward and backward run on one or two threads, whichever is faster by "
+                        "timing; the cut never changes, so neither do the numbers (N = 1 gives the same bits). "
+                        "N: BLAS on N "
                         "threads for every step, repeatable for the same N (OpenBLAS's last bits depend on its "
                         "thread count) (default: $MINIGRAD_BLAS_THREADS, else auto)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (logs only)")

@@ -76,7 +76,7 @@ def accuracy_by_kind(model, examples, show_wrong: int = 0) -> dict:
 
 
 class NextWordTrainer(Trainer):
-    """``Trainer`` on the generated language: its own data, batch loss and evaluation."""
+    """``Trainer`` on the generated language: its own data, batches, loss and evaluation."""
     TASK = "next-word"
     HELD_OUT = "held-out sentences"
     METRIC = "held-out accuracy, lowest kind"
@@ -92,14 +92,19 @@ class NextWordTrainer(Trainer):
         self.held_out = None
         return language.Language(LANGUAGE_SEED)
 
-    def batch_loss(self):
+    def sample_batch(self) -> tuple:
         batch = language.encode_batch(self.training_sentences(), loss_on="answer")
         scored = batch.loss_mask.copy()
         scored[np.arange(len(scored)), batch.answer_position + 1] = True    # the <eos> after the scored word
-        targets = np.where(scored, batch.targets, IGNORE)
-        logits = self.model(batch.inputs)
+        return batch.inputs, np.where(scored, batch.targets, IGNORE)
+
+    def rows_loss(self, inputs, targets):
+        logits = self.model(inputs)
         loss = F.cross_entropy(logits, targets, ignore_index=IGNORE, label_smoothing=self.config.label_smoothing)
-        return loss, int(scored.sum()), self.held_out_estimate()
+        return loss, int((targets != IGNORE).sum()), None
+
+    def batch_estimate(self, extras) -> float:
+        return self.held_out_estimate()
 
     def held_out_estimate(self) -> float:
         """The stopping rule's cool-down signal: the lowest kind's accuracy on ``ESTIMATE_PER_KIND``

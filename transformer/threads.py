@@ -6,17 +6,17 @@ their last bits between one and two threads. A run whose thread count changes wi
 machine's load would take another path from the same seed. Hence:
 
 - training (``TrainingThreads``) keeps BLAS at **one thread** and gets its second core
-  another way: the large products are cut into fixed pieces (``minigrad/parallel.py``)
-  that run one after the other or side by side on two threads, with the same bits
-  either way. By default (``auto``) the step times itself and now and then tries the
-  other worker count, keeping whichever is faster (the rule is ``AdaptiveThreads``):
-  two on a quiet machine, one on a busy one (there a second thread waits for a busy
-  core). The same seed gives the same run, bit for bit, quiet or busy;
-- decoding (``decoding_threads``) always uses one thread, its pieces one after the
-  other: one new token per sequence makes small products that gain little from a
-  second thread on a quiet machine and lose several-fold on a busy one.
+  another way: each batch is cut into two fixed halves whose forward and backward run
+  one after the other or side by side on two threads (``transformer/data_parallel.py``),
+  with the same bits either way. By default (``auto``) the step times itself and now and
+  then tries the other worker count, keeping whichever is faster (the rule is
+  ``AdaptiveThreads``): two on a quiet machine, one on a busy one if a second thread
+  would only wait for a busy core. The same seed gives the same run, bit for bit, quiet or busy;
+- decoding (``decoding_threads``) always uses one thread: one new token per sequence
+  makes small products that gain little from a second thread on a quiet machine and
+  lose several-fold on a busy one.
 
-``MINIGRAD_BLAS_THREADS=N`` forces N BLAS threads for both, the pieces one after the
+``MINIGRAD_BLAS_THREADS=N`` forces N BLAS threads for both, the halves one after the
 other (repeatable for the same N; N = 1 gives ``auto``'s bits;
 1 <= N <= ``MAX_THREADS``); ``dates-train --blas-threads`` sets the same for one run.
 BLAS thread counts are switched at run time with threadpoolctl.
@@ -29,10 +29,9 @@ from collections import Counter, deque
 
 import numpy  # noqa: F401  (threadpoolctl only finds BLAS libraries that are already loaded)
 
-from minigrad.parallel import piece_workers
 
 ENV_VAR = "MINIGRAD_BLAS_THREADS"
-TRAINING_DEFAULT = "auto"  # one BLAS thread, the pieces on one or two threads: repeatable and fast
+TRAINING_DEFAULT = "auto"  # one BLAS thread, the batch halves on one or two threads: repeatable and fast
 MAX_THREADS = 256       # a forced count above this is refused (the console scripts also warn above the cores)
 
 _blas = None            # threadpoolctl controller of the loaded BLAS libraries (made once: ~10 ms)
@@ -91,8 +90,10 @@ class AdaptiveThreads:
     count is *probed* for up to ``probe_steps`` steps and takes over if its median beats
     the incumbent's recent median (last ``recent`` steps) by the factor ``margin``.
 
-    - A probe step slower than ``abort_ratio`` x that median ends the probe at once,
-      so a bad setting (two threads on a busy machine) costs one step.
+    - A probe step of the second count slower than ``abort_ratio`` x that median ends
+      the probe at once, so a bad setting (two threads on a busy machine) costs one step.
+      A probe of the first, safe count always runs its ``probe_steps``: on a loaded
+      machine one slow step of it would otherwise keep the second count for good.
     - The next probe comes after ``min_interval`` steps, and not before the steps since
       the last probe have taken ``1 / budget`` times what that probe cost beyond the
       incumbent (after a switch: what probing the old count would cost now), so
@@ -111,6 +112,7 @@ class AdaptiveThreads:
             raise ValueError("AdaptiveThreads needs window > recent >= 1, probe_steps >= 1, "
                              "min_interval >= 1 and 0 < budget < 1")
         self.incumbent, self.challenger = counts      # start with the first (one thread: safe)
+        self.safe = counts[0]
         self.warmup_left, self.recent, self.probe_steps = warmup, recent, probe_steps
         self.min_interval, self.budget, self.abort_ratio = min_interval, budget, abort_ratio
         self.margin, self.slowdown = margin, slowdown
@@ -159,14 +161,15 @@ class AdaptiveThreads:
     def _record_probe(self, seconds: float):
         self.probe_times.append(seconds)
         reference = self._reference()
-        aborted = seconds > self.abort_ratio * reference
+        aborted = self.challenger != self.safe and seconds > self.abort_ratio * reference
         if not aborted and len(self.probe_times) < self.probe_steps:
             return
         won = not aborted and statistics.median(self.probe_times) < self.margin * reference
         if won:
             # what probing the old count would cost now: one step if the abort rule would stop it
             new = statistics.median(self.probe_times)
-            self.probe_cost = (reference - new) * (1 if reference > self.abort_ratio * new else self.probe_steps)
+            aborts = self.incumbent != self.safe and reference > self.abort_ratio * new   # the old count's next probe
+            self.probe_cost = (reference - new) * (1 if aborts else self.probe_steps)
             self.incumbent, self.challenger = self.challenger, self.incumbent
             self.times = deque(self.probe_times, maxlen=self.times.maxlen)
             self.switches += 1
@@ -182,8 +185,8 @@ class TrainingThreads:
     """The threads of each training step: wrap the step in ``with threads.step():``.
 
     ``setting`` is ``"auto"`` (one BLAS thread; ``AdaptiveThreads`` runs the products'
-    fixed pieces on one or two threads, whichever is faster: repeatable), a BLAS thread
-    count (the pieces one after the other; repeatable for that count), or ``None`` to
+    batch halves on one or two threads, whichever is faster: repeatable), a BLAS thread
+    count (the halves one after the other; repeatable for that count), or ``None`` to
     read ``$MINIGRAD_BLAS_THREADS`` (default ``TRAINING_DEFAULT``, ``auto``).
     """
 
@@ -196,14 +199,14 @@ class TrainingThreads:
 
     @property
     def current(self) -> int:
-        """How many threads run the pieces of the next step's products (1 or 2)."""
+        """How many threads run the next step's batch halves (1 or 2)."""
         return self.policy.choose() if self.policy else 1
 
     @contextlib.contextmanager
     def step(self):
         """Run one step under the chosen threads and tell the policy how long it took;
         yields the BLAS thread count (the one count that can change the numbers)."""
-        with blas_threads(self.blas) as count, piece_workers(self.current):
+        with blas_threads(self.blas) as count:
             start = time.perf_counter()
             yield count
             seconds = time.perf_counter() - start

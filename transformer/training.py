@@ -22,6 +22,7 @@ import numpy as np
 import minigrad
 from minigrad import functional as F
 from minigrad import optim
+from . import data_parallel
 from .threads import TrainingThreads
 
 from .checkpoint import CheckpointError, check_savable, load_checkpoint, save_checkpoint
@@ -120,13 +121,14 @@ class Trainer:
     """Holds the model, optimizer, schedule, data, RNGs and stopping rule of one training run.
 
     The task is the date task; a subclass trains another (``next_word.NextWordTrainer``) by
-    giving its own ``make_data``, ``batch_loss`` and ``evaluate``: the step, the schedule, the
+    giving its own ``make_data``, ``sample_batch``, ``rows_loss``, ``batch_estimate`` and
+    ``evaluate``: the step, the schedule, the
     stopping rule, checkpoints and resume stay the same.
     """
     TASK = "dates"                               # the task of the models it trains (config.task)
     HELD_OUT = "held-out dates"                  # what an evaluation scores, in messages
     METRIC = "held-out exact match"              # the evaluation's "exact_match", in messages
-    ESTIMATE = "training batches at {:.1%} exact match"   # batch_loss's estimate, in messages
+    ESTIMATE = "training batches at {:.1%} exact match"   # batch_estimate's value, in messages
 
     def __init__(self, model_config: ModelConfig = None, train_config: TrainConfig = None, out_dir="runs/dates"):
         self.model_config = model_config or ModelConfig()
@@ -134,6 +136,7 @@ class Trainer:
         self.out_dir = out_dir
         minigrad.manual_seed(self.config.seed)
         self.model = build_model(self.model_config)
+        self._dropouts = [m for _, m in self.model.named_modules() if isinstance(m, minigrad.nn.Dropout)]
         self.optimizer = optim.Adam(self.model.parameters(), lr=self.config.lr, betas=self.config.betas,
                                     eps=self.config.eps)
         self.schedule = self._make_schedule()
@@ -160,25 +163,45 @@ class Trainer:
     def make_data(self):
         return DateDataset()
 
-    def batch_loss(self):
-        """-> (loss, tokens scored, the batch's free estimate of held-out exact match) of one
-        training batch (``teacher_forced_exact_match``: the stopping rule's cool-down signal)."""
-        src, tgt = self.data.sample_batch(self.data_rng, self.config.batch_size)
+    def sample_batch(self) -> tuple:
+        """One training batch: arrays whose rows are its examples (the halves cut these rows)."""
+        return self.data.sample_batch(self.data_rng, self.config.batch_size)
+
+    def rows_loss(self, src, tgt):
+        """-> (mean loss over the scored tokens, how many, what ``batch_estimate`` reads) of some
+        rows of a batch."""
         loss, logits, targets = teacher_forced(self.model, src, tgt, self.config.label_smoothing)
-        return loss, int(scored(targets).sum()), teacher_forced_exact_match(logits.data, targets)
+        return loss, int(scored(targets).sum()), (logits.data, targets)
+
+    def batch_estimate(self, extras) -> float:
+        """The batch's free estimate of held-out exact match (``teacher_forced_exact_match``: the
+        stopping rule's cool-down signal), from its halves' ``rows_loss`` extras."""
+        logits, targets = (np.concatenate(parts) for parts in zip(*extras))
+        return teacher_forced_exact_match(logits, targets)
 
     # ----------------------------------------------------------------- steps
-    def train_step(self) -> dict:
+    def train_step(self, workers: int = 1) -> dict:
+        """One optimizer step over a fresh batch, its two fixed halves on ``workers`` threads
+        (1 or 2: the same numbers either way, ``transformer/data_parallel.py``)."""
+        batch = self.sample_batch()
         lr = self.optimizer.lr
-        loss, tokens, estimate = self.batch_loss()
-        self.optimizer.zero_grad()
-        loss.backward()
-        grad_norm = optim.clip_grad_norm(self.optimizer.params, self.config.clip) if self.config.clip else None
+        params = self.optimizer.params
+
+        def half(lo, hi):
+            rows = tuple(part[lo:hi] for part in batch)
+            return lambda: data_parallel.half_gradients(params, lambda: self.rows_loss(*rows))
+
+        with_dropout = any(m.p > 0 for m in self._dropouts)
+        results = data_parallel.run_halves([half(lo, hi) for lo, hi in data_parallel.halves(len(batch[0]))],
+                                           1 if with_dropout else workers)   # dropout's draws: in a fixed order
+        loss, tokens = data_parallel.combine(params, results)
+        estimate = self.batch_estimate([extra for *_, extra in results])     # of the model this batch saw
+        grad_norm = optim.clip_grad_norm(params, self.config.clip) if self.config.clip else None
         self.optimizer.step()
         self.schedule.step()
         self.step += 1
-        return {"step": self.step, "loss": loss.item(), "lr": lr, "grad_norm": grad_norm,
-                "tokens": tokens, "batch_exact_match": estimate}
+        return {"step": self.step, "loss": loss, "lr": lr, "grad_norm": grad_norm, "tokens": tokens,
+                "batch_exact_match": estimate}
 
     def evaluate(self, limit: int = None, show_wrong: int = 5) -> dict:
         src, tgt = self.data.test_src, self.data.test_tgt
@@ -227,11 +250,11 @@ class Trainer:
 
     def _timed_step(self, blas: TrainingThreads, clock: TrainingClock, bar: ProgressBar, profile: bool) -> dict:
         """One training step under the BLAS thread policy, timed (and profiled when asked)."""
-        start, pieces = time.perf_counter(), blas.current
+        start, workers = time.perf_counter(), 1 if profile else blas.current   # the profiler watches one thread
         with blas.step() as threads, step_profile(profile, bar.write):
-            record = self.train_step()
+            record = self.train_step(workers)
         seconds = clock.step_took(time.perf_counter() - start)
-        record.update(blas_threads=threads, piece_threads=pieces, seconds=round(seconds, 5),
+        record.update(blas_threads=threads, workers=workers, seconds=round(seconds, 5),
                       tokens_per_s=round(record["tokens"] / seconds, 1))
         return record
 

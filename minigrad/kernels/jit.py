@@ -14,15 +14,17 @@ from . import simd_codegen  # noqa: F401  (teaches Numba simd.py's vector helper
 
 
 def jit(**options):
-    """``numba.njit(cache=True, error_model="numpy", _nrt=False, **options)``.
+    """``numba.njit(cache=True, nogil=True, error_model="numpy", _nrt=False, **options)``.
 
     cache: a fresh process loads compiled code instead of compiling (seconds); not under
     ``MINIGRAD_VECTOR_BYTES`` (not part of Numba's cache key) or without a writable cache
     directory. error_model="numpy": x / 0 gives inf or nan. _nrt=False: no reference counting
     (a third of the fused attention's time went to it), so a kernel allocates nothing (its
-    caller passes outputs and scratch) and returns no new array.
+    caller passes outputs and scratch) and returns no new array. nogil: a kernel touches only
+    the arrays it is given, so two threads may run kernels at once (the data-parallel halves
+    of a training step, ``transformer/data_parallel.py``).
     """
-    options = {"error_model": "numpy", "_nrt": False, **options}
+    options = {"nogil": True, "error_model": "numpy", "_nrt": False, **options}
 
     def decorate(function):
         if os.environ.get("MINIGRAD_VECTOR_BYTES"):

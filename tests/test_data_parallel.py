@@ -1,0 +1,81 @@
+"""Training steps over two fixed halves of the batch (transformer/data_parallel.py): the same
+bits on one worker or two, whatever the load, and the one-piece step's numbers up to rounding."""
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from minigrad import functional as F
+from transformer import data_parallel
+from transformer.config import ModelConfig
+from transformer.dates import PAD
+from transformer.threads import blas_threads
+from transformer.training import TrainConfig, Trainer
+
+SMALL = ModelConfig(d_model=32, num_heads=4, num_encoder_layers=1, num_decoder_layers=1, d_ff=64)
+
+
+def train(workers_per_step, model_config=SMALL, batch_size=32, busy=False):
+    """One step per entry of ``workers_per_step`` on that many workers; -> losses, gradient norms,
+    final weights. ``busy``: a pure-Python spinner shares the machine meanwhile."""
+    trainer = Trainer(model_config, TrainConfig(steps=100, batch_size=batch_size, eval_every=0, checkpoint_every=0))
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if busy else None
+    try:
+        with blas_threads(1):
+            records = [trainer.train_step(workers) for workers in workers_per_step]
+    finally:
+        if spinner is not None:
+            spinner.kill()
+            spinner.wait()
+    return [(r["loss"], r["grad_norm"], r["batch_exact_match"]) for r in records], trainer.model.state_dict()
+
+
+def assert_same_run(a, b):
+    assert a[0] == b[0]
+    for name in a[1]:
+        np.testing.assert_array_equal(a[1][name], b[1][name], err_msg=name)
+
+
+def test_one_worker_or_two_switching_mid_run_gives_the_same_bits():
+    assert_same_run(train([1, 1, 1, 1]), train([2, 1, 2, 2]))
+
+
+def test_two_workers_beside_a_busy_process_give_the_quiet_bits():
+    assert_same_run(train([2, 2, 2]), train([2, 2, 2], busy=True))
+
+
+def test_a_model_with_dropout_repeats_on_two_workers():
+    """Dropout draws from one generator: its halves run in a fixed order whatever the worker count."""
+    with_dropout = ModelConfig(**{**SMALL.to_dict(), "dropout": 0.1})
+    assert_same_run(train([1, 1], with_dropout), train([2, 2], with_dropout))
+
+
+def test_the_halves_give_the_one_piece_gradient_and_loss():
+    """The halves' gradients, each weighted by its share of the tokens, are the whole batch's."""
+    trainer = Trainer(SMALL, TrainConfig(steps=10, batch_size=31, eval_every=0, checkpoint_every=0, clip=0))
+    src, tgt = trainer.data.sample_batch(np.random.default_rng(5), 31)
+    tgt[3, 9:] = PAD                                 # halves of unequal token counts
+    logits = trainer.model(src, tgt[:, :-1])
+    loss = F.cross_entropy(logits, tgt[:, 1:], ignore_index=PAD)
+    loss.backward()
+    whole = {name: p.grad.copy() for name, p in trainer.model.named_parameters()}
+    trainer.data.sample_batch = lambda rng, n: (src, tgt)
+    record = trainer.train_step(2)
+    np.testing.assert_allclose(record["loss"], loss.item(), rtol=1e-6)
+    assert record["tokens"] == int((tgt[:, 1:] != PAD).sum())
+    for name, p in trainer.model.named_parameters():
+        np.testing.assert_allclose(p.grad, whole[name], rtol=2e-4, atol=1e-7, err_msg=name)
+
+
+def test_the_cut_is_fixed_by_the_batch_size_alone():
+    assert data_parallel.halves(128) == [(0, 64), (64, 128)]
+    assert data_parallel.halves(31) == [(0, 15), (15, 31)]
+    assert data_parallel.halves(1) == [(0, 1)]       # one row: one piece, on the caller
+
+
+def test_run_halves_keeps_the_jobs_order_and_refuses_other_counts():
+    jobs = [lambda: "first", lambda: "second"]
+    assert data_parallel.run_halves(jobs, 1) == data_parallel.run_halves(jobs, 2) == ["first", "second"]
+    with pytest.raises(ValueError, match="1 or 2 workers"):
+        data_parallel.run_halves(jobs, 3)

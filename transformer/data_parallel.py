@@ -1,0 +1,86 @@
+"""Data-parallel training steps: each batch cut into two fixed halves, one per worker.
+
+The lesson of data-parallel training in one file. A step's loss is a mean over the
+batch's counted tokens, so its gradient is a sum over the tokens: each half runs its
+own forward and backward (its loss a mean over its own tokens), and the halves'
+gradients, each weighted by its share of the WHOLE batch's tokens, added give the
+step's gradient, up to the order in which floats were summed (for products over
+positions: per half, then across halves).
+
+What keeps the run repeatable: the cut depends on the batch size only (rows
+``[0, n // 2)`` and ``[n // 2, n)``), each half runs the same ops on the same numbers
+whoever runs it, BLAS has one thread, and the halves' gradients are added in a fixed
+order (first + second). So ``workers`` (one: the halves one after the other on the
+calling thread; two: side by side, the second on a persistent helper thread) changes
+the speed, never a bit: a run switching worker counts mid-way, or on a busy machine,
+equals one that never switches. Two halves overlap because numpy releases the GIL
+inside BLAS and the Numba kernels are compiled ``nogil`` (``minigrad/kernels/jit.py``);
+the Python between them (the engine's bookkeeping) still takes turns.
+
+Not shared between the halves: each builds its own graph and receives its own gradients
+(``minigrad.autograd.grad``: nothing is written to any ``.grad`` until the sum). Dropout
+draws from one generator, in an order two threads would not fix: a model with dropout
+runs its halves one after the other, whatever ``workers`` says.
+"""
+from concurrent.futures import ThreadPoolExecutor
+
+import minigrad
+from minigrad import autograd
+
+HALVES = 2          # fixed: part of the arithmetic, not of the machine
+
+_helper = None      # the second worker, made on first use and kept (a thread costs ~100 µs to start)
+
+
+def _second_worker():
+    global _helper
+    if _helper is None:
+        _helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="minigrad-half")
+    return _helper
+
+
+def halves(batch_size: int):
+    """The fixed cut of a batch into ``HALVES`` pieces of rows: [(lo, hi), ...] (a batch of one row
+    is one piece)."""
+    bounds = [(batch_size * i // HALVES, batch_size * (i + 1) // HALVES) for i in range(HALVES)]
+    return [(lo, hi) for lo, hi in bounds if hi > lo]
+
+
+def run_halves(jobs, workers: int):
+    """``[job() for job in jobs]``: one after the other (``workers`` 1) or the last on the helper thread
+    while the caller runs the others (``workers`` 2). The results come back in the jobs' order."""
+    if workers not in (1, 2):
+        raise ValueError(f"data-parallel steps run on 1 or 2 workers, got {workers!r}")
+    if workers == 1:
+        return [job() for job in jobs]
+    handed = _second_worker().submit(jobs[-1])
+    first = [job() for job in jobs[:-1]]
+    return first + [handed.result()]
+
+
+def half_gradients(params, half_loss):
+    """Run ``half_loss()`` -> (mean loss Tensor, tokens it averages over, extra) with its graph on
+    this thread; returns (the loss as a float, tokens, its gradients for ``params``, extra).
+    Nothing is written to any ``.grad``: two halves may run at once."""
+    with minigrad.enable_grad():                   # grad mode is per thread
+        loss, tokens, extra = half_loss()
+        grads = autograd.grad(loss, params, allow_unused=True)
+    return float(loss.item()), tokens, grads, extra
+
+
+def combine(params, results):
+    """The whole batch's mean loss, and ``.grad`` of every parameter, from the halves' results.
+
+    Each half's mean counts for its share of the batch's tokens; the shares and the
+    gradients are added in the halves' fixed order (a parameter no half used keeps no
+    gradient, as after ``backward()``). Returns (loss, tokens)."""
+    tokens = sum(result[1] for result in results)
+    shares = [result[1] / tokens if tokens else 0.0 for result in results]
+    for i, p in enumerate(params):
+        total = None
+        for share, (_, _, grads, _) in zip(shares, results):
+            if grads[i] is not None:
+                part = grads[i].data * grads[i].data.dtype.type(share)
+                total = part if total is None else total + part
+        p.grad = total
+    return sum(share * loss for share, (loss, _, _, _) in zip(shares, results) if share), tokens
