@@ -25,7 +25,7 @@ SMALL = ["--d-model", "32", "--heads", "4", "--layers", "1", "--d-ff", "64", "--
          "--schedule", "constant", "--warmup", "10", "--target-accuracy", "0", "--no-progress"]
 
 
-def test_training_defaults_to_one_blas_thread_and_a_policy_for_the_pieces(monkeypatch):
+def test_training_defaults_to_one_blas_thread_and_a_policy_for_the_halves(monkeypatch):
     monkeypatch.delenv(threads.ENV_VAR, raising=False)
     monkeypatch.setattr(threads, "blas_default_threads", lambda: 2)
     default = threads.TrainingThreads()

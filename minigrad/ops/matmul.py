@@ -1,7 +1,7 @@
 """Matrix product, 2-D and batched with broadcast batch dimensions.
 
 The arithmetic is ``matmul_arrays``: ``a @ b`` (BLAS), with a batch times one shared matrix
-folded into the rows (one BLAS call, ``parallel.over_rows``). ``kernels/matmul_kernels.py``
+folded into the rows (one BLAS call, ``over_rows``, which ``Linear`` shares). ``kernels/matmul_kernels.py``
 registers a Numba kernel for batches of small matrices (op-by-op attention), where one BLAS
 call per matrix is slow.
 """
@@ -9,9 +9,22 @@ import operator
 
 from ..accelerated import accelerated
 from ..function import Function, tangent_sum
-from ..parallel import over_rows, summed_over_rows
 from . import xp
 from .checks import broadcast_shape
+
+
+def over_rows(multiply, x, w):
+    """``multiply(x, w)`` (a matrix product) for x (..., K) and a 2-D w (K, N), every leading
+    dimension of x folded into the rows: one product for the whole batch, not one per item.
+    Arrays and Tensors alike (``multiply`` decides which product runs)."""
+    rows = multiply(x.reshape(-1, x.shape[-1]), w)
+    return rows.reshape(x.shape[:-1] + (w.shape[-1],))
+
+
+def summed_over_rows(multiply, x, g):
+    """``xᵀ @ g`` summed over every leading position of x (..., K) and g (..., N): the gradient
+    of a w shared by all rows of ``x @ w``, as one product of the folded rows."""
+    return multiply(x.reshape(-1, x.shape[-1]).T, g.reshape(-1, g.shape[-1]))
 
 
 @accelerated

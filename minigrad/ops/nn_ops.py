@@ -11,7 +11,7 @@ import numpy as np
 from ..accelerated import accelerated
 from ..function import Function
 from .checks import unwrap
-from ..parallel import product, product_over_rows, summed_over_rows
+from .matmul import over_rows, summed_over_rows
 from .select import where
 from .softmax import log_softmax
 
@@ -28,22 +28,20 @@ class Linear(Function):
 
     One node instead of MatMul + Add: the batch is folded into the rows so BLAS
     runs once, and the bias is added in place, saving one full-size temporary.
-    Large products run in fixed pieces on one or two threads, the same bits either
-    way (``minigrad/parallel.py``).
     """
 
     def forward(self, x, weight, bias):
         if x.shape[-1] != weight.shape[0] or bias.shape != weight.shape[1:]:
             raise ValueError(f"linear: input {x.shape}, weight {weight.shape} and bias {bias.shape} do not fit "
                              "(need x (..., in), weight (in, out), bias (out,))")
-        y = product_over_rows(x, weight)                              # y = x @ W + b
+        y = over_rows(np.matmul, x, weight)                           # y = x @ W + b
         y += bias
         return y
 
     def backward(self, grad, *, x, weight):
         need_x, need_weight, need_bias = self.needs_input_grad
-        return (product_over_rows(grad, weight.T) if need_x else None,             # dx = g @ Wᵀ
-                summed_over_rows(product, x, grad) if need_weight else None,      # dW = sum over positions of xᵀ g
+        return (over_rows(np.matmul, grad, weight.T) if need_x else None,             # dx = g @ Wᵀ
+                summed_over_rows(np.matmul, x, grad) if need_weight else None,      # dW = sum over positions of xᵀ g
                 column_sums(grad.reshape(-1, grad.shape[-1])) if need_bias else None)  # db = sum over positions of g
 
     @staticmethod
