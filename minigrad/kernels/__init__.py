@@ -10,7 +10,8 @@ So ``import minigrad`` does not load Numba, and ``MINIGRAD_KERNELS=numpy`` never
 - ``registry.py``: ``kernel_for`` and the list of registered kernels.
 - ``jit.py``: ``numba.njit`` with the on-disk cache; ``compile_cache.py`` says whether that
   cache is warm and fills it on two cores, for the registered kernels.
-- One file per kernel family: softmax, layer norm, attention, ReLU, Adam, batched matmul.
+- One file per kernel family: softmax, layer norm, attention, ReLU, Adam, batched matmul,
+  the embedding gradient's scatter-add.
   Each registers a function with its op function's arguments and results.
 - ``simd.py``: a small vector vocabulary (``vload``, ``vstore``, ``vfma``, ...; plain
   Python) for the model's short rows, which Numba's auto-vectoriser leaves scalar;

@@ -9,6 +9,7 @@ gradient scattered back, repeated indices adding up). Each is the other's
 backward: ``x[index]`` and "add into zeros at ``index``" are transposes."""
 import numpy as np
 
+from ..accelerated import accelerated
 from ..function import Function, unbroadcast
 from . import xp
 from .checks import normalize_axis, unwrap
@@ -116,7 +117,7 @@ def index_add(grad, index, shape):
 
 def _index_add(grad, index, shape):
     if _is_row_lookup(index):
-        return _scatter_add_rows(index, grad, shape)
+        return scatter_add_rows(index, grad, shape)
     out = np.zeros(shape, dtype=grad.dtype)
     if _is_basic(index):
         out[index] = grad          # a view: each element picked at most once
@@ -130,8 +131,11 @@ def _is_row_lookup(index):
     return isinstance(index, np.ndarray) and index.dtype.kind in "iu"
 
 
-def _scatter_add_rows(ids, grad, shape):
-    """Sum the gradient rows of every lookup into the rows they came from.
+@accelerated
+def scatter_add_rows(ids, grad, shape):
+    """Sum the gradient rows of every lookup into the rows they came from: zeros(shape) with
+    each row of ``grad`` (shaped ids.shape + shape[1:]) added at its id, in the order of the ids
+    (an embedding's gradient; ``kernels/scatter_kernels.py`` does it in one pass).
 
     Sort the ids, then add each run of equal ids with one ``np.add.reduceat``:
     ~4x faster than ``np.add.at`` at the model's embedding lookups, and as fast
