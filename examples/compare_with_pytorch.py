@@ -56,7 +56,7 @@ except ImportError:
              "https://download.pytorch.org/whl/cpu && pip install -e '.[compare]'")
 
 import minigrad  # noqa: E402
-from minigrad import Tensor, optim  # noqa: E402
+from minigrad import optim  # noqa: E402
 from minigrad import functional as F  # noqa: E402
 from transformer.threads import TrainingThreads  # noqa: E402
 from transformer.attention import causal_mask, padding_mask  # noqa: E402

@@ -2,7 +2,6 @@
 SIGTERM, even SIGKILL of the benchmark), stop at their deadline, and the PyTorch
 reference's SUMMARY line is parsed (or its absence reported in one clear error)."""
 import importlib.util
-import json
 import os
 import signal
 import subprocess

@@ -1,6 +1,5 @@
 """dates-explore's page in a real browser (headless Chromium): it loads cleanly, and what it shows
 equals what the engine computes, found independently of the page's own data."""
-import numpy as np
 import pytest
 
 from viz.browser import SKIP_REASON, open_page

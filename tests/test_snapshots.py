@@ -20,7 +20,7 @@ from transformer.decoding import inference
 from transformer.next_word import NextWordTrainer, default_model_config, default_train_config
 from transformer.snapshots import (SNAPSHOTS_NAME, AttentionSnapshots, SnapshotError, attention_modules,
                                    load_snapshots, snapshots_beside)
-from transformer.training import Trainer, TrainConfig, build_model
+from transformer.training import Trainer, TrainConfig
 
 TINY = dict(d_model=16, num_heads=2, d_ff=32)
 TINY_TRAIN = dict(batch_size=8, schedule="constant", warmup=2, target_accuracy=0)

@@ -65,7 +65,7 @@ def test_decoder_self_attention_shows_the_causal_mask_entering_maskedfill(tiny_m
 @pytest.mark.parametrize("kind, shape", [("encoder-self", "(1, 1, 1, 12)"), ("cross", "(1, 1, 1, 12)")])
 def test_padding_masks_are_labelled_with_their_kind(tiny_model, kind, shape):
     graph, _ = build_attention_graph(tiny_model, "1845-01-05", kind, 0)
-    assert f"mask: padding</B>" in graph.source and f"{shape} bool" in graph.source
+    assert "mask: padding</B>" in graph.source and f"{shape} bool" in graph.source
 
 
 # -------------------------------------------------------------------- tooltips
