@@ -11,7 +11,7 @@ from transformer import data_parallel
 from transformer.config import ModelConfig
 from transformer.dates import PAD
 from transformer.threads import blas_threads
-from transformer.training import TrainConfig, Trainer
+from transformer.training import TrainConfig, Trainer, rows_exactly_right, teacher_forced_exact_match
 
 SMALL = ModelConfig(d_model=32, num_heads=4, num_encoder_layers=1, num_decoder_layers=1, d_ff=64)
 
@@ -52,7 +52,8 @@ def test_a_model_with_dropout_repeats_on_two_workers():
 
 
 def test_the_halves_give_the_one_piece_gradient_and_loss():
-    """The halves' gradients, each weighted by its share of the tokens, are the whole batch's."""
+    """The halves' gradients, each weighted by its share of the tokens, are the whole batch's, and
+    their rows' exact match (each half's own) is the whole batch's."""
     trainer = Trainer(SMALL, TrainConfig(steps=10, batch_size=31, eval_every=0, checkpoint_every=0, clip=0))
     src, tgt = trainer.data.sample_batch(np.random.default_rng(5), 31)
     tgt[3, 9:] = PAD                                 # halves of unequal token counts
@@ -64,6 +65,7 @@ def test_the_halves_give_the_one_piece_gradient_and_loss():
     record = trainer.train_step(2)
     np.testing.assert_allclose(record["loss"], loss.item(), rtol=1e-6)
     assert record["tokens"] == int((tgt[:, 1:] != PAD).sum())
+    assert record["batch_exact_match"] == teacher_forced_exact_match(logits.data, tgt[:, 1:])
     for name, p in trainer.model.named_parameters():
         np.testing.assert_allclose(p.grad, whole[name], rtol=2e-4, atol=1e-7, err_msg=name)
 
@@ -79,3 +81,14 @@ def test_run_halves_keeps_the_jobs_order_and_refuses_other_counts():
     assert data_parallel.run_halves(jobs, 1) == data_parallel.run_halves(jobs, 2) == ["first", "second"]
     with pytest.raises(ValueError, match="1 or 2 workers"):
         data_parallel.run_halves(jobs, 3)
+
+
+def test_the_halves_rows_give_the_whole_batch_exact_match():
+    """Each half marks its own rows right or wrong (in its thread); the batch's estimate is their mean."""
+    trainer = Trainer(SMALL, TrainConfig(steps=10, batch_size=8, eval_every=0, checkpoint_every=0))
+    _, tgt = trainer.data.sample_batch(np.random.default_rng(2), 8)
+    targets = tgt[:, 1:]
+    logits = np.eye(SMALL.vocab_size, dtype=np.float32)[targets]      # every row right ...
+    logits[[1, 5, 6], 2] = np.roll(logits[[1, 5, 6], 2], 1, axis=-1)  # ... but three
+    halves = [rows_exactly_right(logits[lo:hi], targets[lo:hi]) for lo, hi in data_parallel.halves(8)]
+    assert trainer.batch_estimate(halves) == teacher_forced_exact_match(logits, targets) == 5 / 8

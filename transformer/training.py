@@ -113,8 +113,13 @@ def teacher_forced_exact_match(logits: np.ndarray, targets: np.ndarray) -> float
     before the update, for free (the logits exist already). The stopping rule starts the
     learning-rate cool-down from it (``stopping.TargetStop``), without a second of decoding.
     """
+    return float(rows_exactly_right(logits, targets).mean())
+
+
+def rows_exactly_right(logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """Per row: is every next-token argmax the target (``<pad>`` and ``IGNORE`` ignored)?"""
     right = (logits.argmax(axis=-1) == targets) | ~scored(targets)
-    return float(right.all(axis=1).mean())
+    return right.all(axis=1)
 
 
 class Trainer:
@@ -171,13 +176,12 @@ class Trainer:
         """-> (mean loss over the scored tokens, how many, what ``batch_estimate`` reads) of some
         rows of a batch."""
         loss, logits, targets = teacher_forced(self.model, src, tgt, self.config.label_smoothing)
-        return loss, int(scored(targets).sum()), (logits.data, targets)
+        return loss, int(scored(targets).sum()), rows_exactly_right(logits.data, targets)  # in the half's thread
 
     def batch_estimate(self, extras) -> float:
         """The batch's free estimate of held-out exact match (``teacher_forced_exact_match``: the
-        stopping rule's cool-down signal), from its halves' ``rows_loss`` extras."""
-        logits, targets = (np.concatenate(parts) for parts in zip(*extras))
-        return teacher_forced_exact_match(logits, targets)
+        stopping rule's cool-down signal), from its halves' ``rows_loss`` extras: which rows were right."""
+        return float(np.concatenate(extras).mean())
 
     # ----------------------------------------------------------------- steps
     def train_step(self, workers: int = 1) -> dict:
