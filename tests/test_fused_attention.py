@@ -1,15 +1,14 @@
 """The fused attention ops (minigrad.ops.SelfAttentionCore / CrossAttentionCore, F.self_attention /
 F.cross_attention)
 and its Numba kernel, against the step-by-step composition and the numpy twin.
-
-Also the ReLU kernels (the other kernel the training step gained with it).
+(The ReLU kernels, added with it: tests/test_elementwise_kernels.py.)
 """
 import numpy as np
 import pytest
 
 from minigrad import Tensor, gradcheck, kernels
 from minigrad import functional as F
-from minigrad.ops import elementwise as E, nn_ops as N, select as Sel, softmax as S  # noqa: F401
+from minigrad.ops import nn_ops as N, select as Sel, softmax as S  # noqa: F401
 from minigrad.ops.matmul import matmul_arrays  # noqa: F401
 from minigrad.kernels import attention_kernels
 from minigrad.ops import attention as A
@@ -260,18 +259,3 @@ def test_mask_as_bias_keeps_broadcast_axes_small():
     assert bias[0, 0] == 0 and bias[0, 1] == -np.inf
     bias, strides = attention_kernels._mask_as_bias(np.ones((3, 1, 1, 5), bool), (3, 2, 4, 5), np.dtype(np.float64))
     assert bias.shape == (3, 5) and strides == (1, 0, 0) and bias.dtype == np.float64
-
-
-# ------------------------------------------------------------------------- ReLU
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_relu_kernels_match_numpy_including_nan_and_inf(dtype):
-    x = np.concatenate([rand(1000, dtype), np.array([0.0, -0.0, np.nan, np.inf, -np.inf], dtype)]).reshape(5, 201)
-    grad = rand(x.shape, dtype, 1)
-    np.testing.assert_array_equal(E.relu(x), E.relu.numpy(x))
-    np.testing.assert_array_equal(E.relu_backward(E.relu(x), grad),
-                                  E.relu_backward.numpy(E.relu.numpy(x), grad))
-
-
-def test_relu_takes_non_contiguous_input():
-    x = rand((6, 8), np.float32).T
-    np.testing.assert_array_equal(E.relu(x), np.maximum(x, 0))

@@ -270,11 +270,13 @@ def test_numpy_backend_never_touches_numba(monkeypatch):
         raise AssertionError("a Numba kernel ran")
     traps = []
     for kernel in kernels.registered():
-        names = [name for name, value in kernel.run.__globals__.items() if any(value is f for f in kernel.compiled)]
+        # a kernel's module globals hold its Numba functions; an @elementwise kernel holds its loop
+        namespace = getattr(kernel.run, "__globals__", None) or vars(kernel.run)
+        names = [name for name, value in namespace.items() if any(value is f for f in kernel.compiled)]
         assert len(names) == len(kernel.compiled), kernel
-        traps += [(kernel.run.__globals__, name) for name in names]
-    for module_globals, name in traps:
-        monkeypatch.setitem(module_globals, name, boom)
+        traps += [(namespace, name) for name in names]
+    for namespace, name in traps:
+        monkeypatch.setitem(namespace, name, boom)
     for kernel in kernels.registered():
         args = kernel.example(np.random.default_rng(0), np.dtype(np.float32), "small")
         with kernels.use_backend("numpy"):
@@ -332,10 +334,11 @@ def test_jit_does_not_hide_other_errors(monkeypatch):
 def test_kernels_run_as_plain_python_with_jit_disabled():
     code = """
         import numpy as np
-        from minigrad.kernels import softmax_kernels
-        from minigrad.ops import nn_ops as N, softmax as S
+        from minigrad.kernels import relu_kernels, softmax_kernels
+        from minigrad.ops import elementwise as E, nn_ops as N, softmax as S
         from minigrad.ops.matmul import matmul_arrays
         assert not hasattr(softmax_kernels._softmax_kernel, "signatures")  # really not compiled
+        assert not hasattr(relu_kernels.relu.loop, "signatures")           # an @elementwise loop neither
         r = np.random.default_rng(0)
         for dt in (np.float32, np.float64):
             a, b = r.standard_normal((2, 5, 3)).astype(dt), r.standard_normal((2, 9, 3)).astype(dt)
@@ -356,6 +359,9 @@ def test_kernels_run_as_plain_python_with_jit_disabled():
             x, w = r.standard_normal((3, 11)).astype(dt), r.standard_normal(11).astype(dt)
             for got, want in zip(N.layer_norm(x, w, w, 1e-5), N.layer_norm.numpy(x, w, w, 1e-5)):
                 np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+            x[0, :3] = (np.nan, -0.0, -np.inf)
+            assert E.relu(x).dtype == dt and E.relu(x).tobytes() == E.relu.numpy(x).tobytes()
+            assert E.relu_backward(x, w * x).tobytes() == E.relu_backward.numpy(x, w * x).tobytes()
         print("ok")
     """
     assert run_python(code, NUMBA_DISABLE_JIT="1").strip() == "ok"

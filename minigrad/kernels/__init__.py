@@ -13,6 +13,7 @@ So ``import minigrad`` does not load Numba, and ``MINIGRAD_KERNELS=numpy`` never
 - One file per kernel family: softmax, layer norm, attention, ReLU, Adam, batched matmul,
   the embedding gradient's scatter-add.
   Each registers a function with its op function's arguments and results.
+- ``elementwise.py``: ``@elementwise``, a kernel from a one-line scalar function (ReLU's).
 - ``simd.py``: a small vector vocabulary (``vload``, ``vstore``, ``vfma``, ...; plain
   Python) for the model's short rows, which Numba's auto-vectoriser leaves scalar;
   ``simd_codegen.py`` tells Numba how to compile it (skip it on a first read).

@@ -27,7 +27,8 @@ class Kernel:
     stage     "forward" (a model's forward pass runs it: translating), "training" (a default
               training step adds it: backwards, the loss, Adam) or None (neither: it compiles
               on its first call); ``compile_training_kernels`` warms up the first two
-    compiled  the Numba functions it calls (for the on-disk cache checks); () for none
+    compiled  the Numba functions it calls (for the on-disk cache checks); by default what
+              ``run.compiled`` lists (an ``@elementwise`` kernel lists its loop), else none
     """
 
     def __init__(self, op, run, fits, example, stage, compiled):
@@ -46,7 +47,7 @@ class Kernel:
         return f"<kernel for {self.op.__module__}.{self.name}>"
 
 
-def kernel_for(op, *, fits, example, stage=None, compiled=()):
+def kernel_for(op, *, fits, example, stage=None, compiled=None):
     """Decorator registering the decorated function as the kernel of ``op`` (an ``@accelerated``
     function). See ``Kernel`` for the arguments."""
     if not isinstance(op, Accelerated):
@@ -56,7 +57,7 @@ def kernel_for(op, *, fits, example, stage=None, compiled=()):
     def register(run):
         if op.kernel is not None:
             raise ValueError(f"kernel_for: {op!r} already has a kernel ({op.kernel.run.__qualname__})")
-        op.kernel = Kernel(op, run, fits, example, stage, compiled)
+        op.kernel = Kernel(op, run, fits, example, stage, getattr(run, "compiled", ()) if compiled is None else compiled)
         _registry.append(op.kernel)
         return run
     return register

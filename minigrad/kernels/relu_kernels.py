@@ -1,32 +1,9 @@
-"""ReLU forward and backward in one pass each (numpy's ``np.where`` takes extra passes: a
-boolean temporary first); LLVM vectorises these long, branch-free loops itself. The math,
-NaN included: ``ops/elementwise.py``."""
-import numpy as np
-
+"""ReLU forward and backward, one line each: ``@elementwise`` compiles a single pass over the
+elements (numpy's ``np.where`` takes extra passes: a boolean temporary first), which LLVM
+vectorises. The math, NaN included: ``ops/elementwise.py``."""
 from ..ops import elementwise as op
-from .jit import jit
+from .elementwise import contiguous_floats, elementwise
 from .registry import kernel_for
-from .rows import float_arrays
-
-
-@jit()
-def _relu_kernel(x, out):
-    zero = x.dtype.type(0)
-    for i in range(x.shape[0]):
-        value = x[i]
-        out[i] = zero if value <= zero else value  # NaN is kept
-
-
-@jit()
-def _relu_backward_kernel(out, grad, dx):
-    zero = grad.dtype.type(0)
-    for i in range(out.shape[0]):
-        dx[i] = zero if out[i] <= zero else grad[i]  # a NaN output passes its gradient
-
-
-def _contiguous_floats(*arrays):
-    """The loops run over flat memory: float arrays of one shape, C-contiguous."""
-    return float_arrays(*arrays) and all(a.flags.c_contiguous for a in arrays)
 
 
 def _example(rng, dtype, size, arrays=1):
@@ -34,16 +11,14 @@ def _example(rng, dtype, size, arrays=1):
     return tuple(rng.standard_normal(shape).astype(dtype) for _ in range(arrays))
 
 
-@kernel_for(op.relu, fits=_contiguous_floats, example=_example, stage="forward", compiled=[_relu_kernel])
+@kernel_for(op.relu, fits=contiguous_floats, example=_example, stage="forward")
+@elementwise
 def relu(x):
-    out = np.empty_like(x)
-    _relu_kernel(x.reshape(-1), out.reshape(-1))
-    return out
+    return 0.0 if x <= 0.0 else x                   # NaN is kept (NaN <= 0 is false); -0.0 gives 0.0
 
 
-@kernel_for(op.relu_backward, fits=_contiguous_floats, example=lambda rng, dtype, size: _example(rng, dtype, size, 2),
-            stage="training", compiled=[_relu_backward_kernel])
+@kernel_for(op.relu_backward, fits=contiguous_floats, example=lambda rng, dtype, size: _example(rng, dtype, size, 2),
+            stage="training")
+@elementwise
 def relu_backward(out, grad):
-    dx = np.empty_like(grad)
-    _relu_backward_kernel(out.reshape(-1), grad.reshape(-1), dx.reshape(-1))
-    return dx
+    return 0.0 if out <= 0.0 else grad              # a NaN output passes its gradient
