@@ -145,11 +145,16 @@ def test_command_prints_the_table_and_writes_json(tmp_path, capsys):
 @pytest.mark.slow
 def test_each_pull_rung_wins_on_the_swap_kind():
     """The real budget, three of the rungs: the shared map beats the bare dot product and the
-    separate maps beat the shared map on the kind that needs one-way pull, by 30 points each."""
+    separate maps beat the shared map on the kind that needs one-way pull.
+
+    The margins are what holds across seeds, not one run's: swap has 36 held-out sentences
+    (one is 2.8 points), and a change in the last bits of a gradient moves a rung's score by
+    up to 30 points. Seeds 0-3 (2026-11-26) gave shared - dot 47, 31, 25, 39 points and
+    separate - shared 19, 50, 19, 39."""
     result = run_ladder(LadderConfig(), rungs=[2, 3, 4])
     dot, shared, separate = (r.accuracy["swap"] for r in result.rungs)
-    assert shared >= dot + 0.30, format_table(result)
-    assert separate >= shared + 0.30, format_table(result)
+    assert shared >= dot + 0.20, format_table(result)
+    assert separate >= shared + 0.15, format_table(result)
 
 
 @pytest.mark.slow
