@@ -8,8 +8,6 @@ import pytest
 
 from minigrad import Tensor, gradcheck, kernels
 from minigrad import functional as F
-from minigrad.ops import nn_ops as N, select as Sel, softmax as S  # noqa: F401
-from minigrad.ops.matmul import matmul_arrays  # noqa: F401
 from minigrad.kernels import attention_kernels
 from minigrad.ops import attention as A
 from transformer.attention import CrossAttention, SelfAttention, causal_mask, scaled_dot_product_attention

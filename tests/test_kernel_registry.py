@@ -7,7 +7,6 @@ import warnings
 import numpy as np
 import pytest
 
-import minigrad  # noqa: F401  (loads the ops, which register their kernels)
 from minigrad import kernels
 from minigrad.kernels import registry
 

@@ -16,8 +16,7 @@ import pytest
 
 from minigrad import Tensor, kernels
 from minigrad import functional as F
-from minigrad.ops import attention as A, elementwise as E, matmul as M, nn_ops as N, select as Sel, softmax as S  # noqa: F401
-from minigrad.ops.matmul import matmul_arrays  # noqa: F401
+from minigrad.ops import attention as A, nn_ops as N, softmax as S
 
 DTYPES = [np.float32, np.float64]
 SPECIALS = [np.nan, np.inf, -np.inf]

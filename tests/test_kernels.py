@@ -4,7 +4,6 @@ finite differences, the backend switch and the cache fallback."""
 import os
 import subprocess
 import sys
-import tempfile
 import textwrap
 import warnings
 
@@ -14,8 +13,7 @@ import pytest
 
 from minigrad import kernels
 from minigrad.optim import adam_update
-from minigrad.ops import elementwise as E, nn_ops as N, select as Sel, softmax as S  # noqa: F401
-from minigrad.ops.matmul import matmul_arrays  # noqa: F401
+from minigrad.ops import nn_ops as N, softmax as S
 from minigrad.kernels import jit, simd
 
 DTYPES = [np.float32, np.float64]

@@ -3,8 +3,7 @@ import numpy as np
 import pytest
 
 from minigrad import Tensor, kernels
-from minigrad.ops import elementwise as E, nn_ops as N, select as Sel, softmax as S  # noqa: F401
-from minigrad.ops.matmul import matmul_arrays  # noqa: F401
+from minigrad.ops import select as Sel
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -11,9 +11,8 @@ import numpy as np
 import pytest
 
 from minigrad import kernels
-from minigrad.ops import elementwise as E, nn_ops as N, select as Sel, softmax as S  # noqa: F401
-from minigrad.ops.matmul import matmul_arrays  # noqa: F401
 from minigrad.kernels import matmul_kernels, simd
+from minigrad.ops.matmul import matmul_arrays
 
 from test_kernels import DTYPES, REPO, TOL, numba_backend, rand  # noqa: F401  (numba_backend: an autouse fixture)
 
