@@ -184,8 +184,8 @@ class AdaptiveThreads:
 class TrainingThreads:
     """The threads of each training step: wrap the step in ``with threads.step():``.
 
-    ``setting`` is ``"auto"`` (one BLAS thread; ``AdaptiveThreads`` runs the products'
-    batch halves on one or two threads, whichever is faster: repeatable), a BLAS thread
+    ``setting`` is ``"auto"`` (one BLAS thread; ``AdaptiveThreads`` runs the batch's
+    two halves on one or two threads, whichever is faster: repeatable), a BLAS thread
     count (the halves one after the other; repeatable for that count), or ``None`` to
     read ``$MINIGRAD_BLAS_THREADS`` (default ``TRAINING_DEFAULT``, ``auto``).
     """

@@ -1,9 +1,9 @@
 """Matrix product, 2-D and batched with broadcast batch dimensions.
 
 The arithmetic is ``matmul_arrays``: ``a @ b`` (BLAS), with a batch times one shared matrix
-folded into the rows (one BLAS call, ``over_rows``, which ``Linear`` shares). ``kernels/matmul_kernels.py``
-registers a Numba kernel for batches of small matrices (op-by-op attention), where one BLAS
-call per matrix is slow.
+folded into the rows (one BLAS call, ``over_rows``, which ``Linear`` shares).
+``kernels/matmul_kernels.py`` registers a Numba kernel for batches of small matrices
+(op-by-op attention), where one BLAS call per matrix is slow.
 """
 import operator
 

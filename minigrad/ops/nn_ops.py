@@ -34,14 +34,14 @@ class Linear(Function):
         if x.shape[-1] != weight.shape[0] or bias.shape != weight.shape[1:]:
             raise ValueError(f"linear: input {x.shape}, weight {weight.shape} and bias {bias.shape} do not fit "
                              "(need x (..., in), weight (in, out), bias (out,))")
-        y = over_rows(np.matmul, x, weight)                           # y = x @ W + b
+        y = over_rows(np.matmul, x, weight)                                    # y = x @ W + b
         y += bias
         return y
 
     def backward(self, grad, *, x, weight):
         need_x, need_weight, need_bias = self.needs_input_grad
         return (over_rows(np.matmul, grad, weight.T) if need_x else None,             # dx = g @ Wᵀ
-                summed_over_rows(np.matmul, x, grad) if need_weight else None,      # dW = sum over positions of xᵀ g
+                summed_over_rows(np.matmul, x, grad) if need_weight else None,        # dW = sum over positions of xᵀ g
                 column_sums(grad.reshape(-1, grad.shape[-1])) if need_bias else None)  # db = sum over positions of g
 
     @staticmethod
