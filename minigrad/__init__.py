@@ -13,6 +13,7 @@
     functional.py softmax, cross_entropy, layer_norm, dropout, ...
     nn.py         Module, Parameter, Linear, LayerNorm, Dropout, Embedding
     optim.py      SGD, Adam, warm-up schedules, gradient clipping
+    flat.py       FlatParameters: parameters as views of one array (one optimizer call for all)
     gradcheck.py  finite-difference checks: gradcheck, gradgradcheck, jvpcheck
     forward_ad.py forward mode: dual_level, make_dual, unpack_dual
     func.py       grad, vjp, jvp, jacrev, jacfwd, hessian (torch.func's names)

@@ -17,6 +17,7 @@ import numpy as np
 
 from . import inplace
 from .accelerated import accelerated
+from .flat import FlatParameters
 from .profiler import profiled
 
 
@@ -52,7 +53,11 @@ def adam_update(param, grad, m, v, beta1, beta2, step_size, eps_hat, weight_deca
 
 
 class Optimizer:
+    """``params``: a list of Tensors, or a ``FlatParameters`` (``minigrad/flat.py``), whose parameters
+    an optimizer may update in one call over the flat arrays (Adam does)."""
+
     def __init__(self, params, lr: float):
+        self.flat = params if isinstance(params, FlatParameters) else None
         self.params = list(params)
         if not self.params:
             raise ValueError(f"{type(self).__name__} got an empty parameter list")
@@ -156,14 +161,33 @@ class Adam(Optimizer):
         self._eps_hat = self.eps * math.sqrt(1 - b2 ** self.step_count)
 
     def update_all(self, todo):
-        """``adam_update`` of each parameter."""
+        """``adam_update`` of each parameter; of all in one call when they are a ``FlatParameters``
+        still laid out flat (the same numbers: the update is elementwise)."""
         b1, b2 = self.betas
+        if self.flat is not None and len(todo) == len(self.params) and self.flat.intact():
+            m, v = self._flat_moments()
+            adam_update(self.flat.values, self.flat.grads, m, v, b1, b2, self._step_size, self._eps_hat,
+                        self.weight_decay)
+            return
         for i in todo:
             if self.m[i] is None:
                 self.m[i] = np.zeros_like(self.params[i].data)
                 self.v[i] = np.zeros_like(self.params[i].data)
             adam_update(self.params[i].data, self.params[i].grad, self.m[i], self.v[i], b1, b2,
                         self._step_size, self._eps_hat, self.weight_decay)
+
+    def _flat_moments(self):
+        """m and v as flat arrays laid out like the parameters, ``self.m[i]`` and ``self.v[i]`` their
+        views; a moment not yet there (zeros) or loaded from a checkpoint is copied in."""
+        if not hasattr(self, "_flat_m"):
+            self._flat_m, self._flat_v = self.flat.new_array(), self.flat.new_array()
+            self._m_views, self._v_views = self.flat.views(self._flat_m), self.flat.views(self._flat_v)
+        for moments, views in ((self.m, self._m_views), (self.v, self._v_views)):
+            for i, view in enumerate(views):
+                if moments[i] is not view:
+                    view[...] = 0 if moments[i] is None else moments[i]
+                    moments[i] = view
+        return self._flat_m, self._flat_v
 
     def state_dict(self):
         return {**super().state_dict(), "betas": list(self.betas), "eps": self.eps,

@@ -22,6 +22,7 @@ import numpy as np
 import minigrad
 from minigrad import functional as F
 from minigrad import optim
+from minigrad.flat import FlatParameters
 from . import data_parallel
 from .threads import TrainingThreads
 
@@ -142,7 +143,10 @@ class Trainer:
         minigrad.manual_seed(self.config.seed)
         self.model = build_model(self.model_config)
         self._dropouts = [m for _, m in self.model.named_modules() if isinstance(m, minigrad.nn.Dropout)]
-        self.optimizer = optim.Adam(self.model.parameters(), lr=self.config.lr, betas=self.config.betas,
+        # one flat array of values and one of gradients: Adam updates all in one call (minigrad/flat.py)
+        self.flat_params = FlatParameters(self.model.parameters())
+        self.buckets = [self.flat_params.new_array() for _ in range(data_parallel.HALVES)]  # a half's gradients
+        self.optimizer = optim.Adam(self.flat_params, lr=self.config.lr, betas=self.config.betas,
                                     eps=self.config.eps)
         self.schedule = self._make_schedule()
         self.stopper = TargetStop(self.config.target_accuracy, self.config.cooldown, self.config.cooldown_at)
@@ -189,14 +193,15 @@ class Trainer:
         (1 or 2: the same numbers either way, ``transformer/data_parallel.py``)."""
         batch = self.sample_batch()
         lr = self.optimizer.lr
-        params = self.optimizer.params
+        params = self.flat_params
 
-        def half(lo, hi):
+        def half(k, lo, hi):
             rows = tuple(part[lo:hi] for part in batch)
-            return lambda: data_parallel.half_gradients(params, lambda: self.rows_loss(*rows))
+            return lambda: data_parallel.half_gradients(params, lambda: self.rows_loss(*rows), self.buckets[k])
 
         with_dropout = any(m.p > 0 for m in self._dropouts)
-        results = data_parallel.run_halves([half(lo, hi) for lo, hi in data_parallel.halves(len(batch[0]))],
+        results = data_parallel.run_halves([half(k, lo, hi) for k, (lo, hi) in
+                                            enumerate(data_parallel.halves(len(batch[0])))],
                                            1 if with_dropout else workers)   # dropout's draws: in a fixed order
         loss, tokens = data_parallel.combine(params, results)
         estimate = self.batch_estimate([extra for *_, extra in results])     # of the model this batch saw
@@ -336,6 +341,7 @@ class Trainer:
         trainer = cls(model_config, train_config, out_dir or os.path.dirname(os.path.abspath(path)))
         try:
             trainer.model.load_state_dict(model_state)
+            trainer.flat_params.gather()            # the loaded values back into the flat array
             trainer.optimizer.load_state_dict(optimizer_state)
             trainer.schedule.load_state_dict(meta["schedule"])
             trainer.stopper.load_state_dict(meta.get("stopper", {}))
