@@ -59,13 +59,18 @@ def time_training_steps(backend: str, steps: int, warmup: int = 3, fused: bool =
         use_fused_attention(trainer.model, fused)
         threads = TrainingThreads()                        # as dates-train does
         times = []
-        for i in range(steps + warmup):
-            workers = threads.current
-            with threads.step():
-                start = time.perf_counter()
-                trainer.train_step(workers)
-                if i >= warmup:
-                    times.append(time.perf_counter() - start)
+        try:
+            for i in range(steps + warmup):
+                workers = threads.current
+                with threads.step():
+                    start = time.perf_counter()
+                    trainer.train_step(workers)
+                    if i >= warmup:
+                        times.append(time.perf_counter() - start)
+                if i == 0:
+                    trainer.fork_second_worker(threads)
+        finally:
+            trainer.stop_half_process()
     return {"median_ms": 1e3 * statistics.median(times),
             "p10_ms": 1e3 * float(np.percentile(times, 10)), "p90_ms": 1e3 * float(np.percentile(times, 90))}
 

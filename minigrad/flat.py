@@ -67,10 +67,26 @@ class FlatParameters:
                 view[...] = p.data
                 p.data = view
 
+    def relocate(self, values: np.ndarray):
+        """Move the values into ``values`` (a flat array of ``size`` elements, e.g. in memory shared with
+        another process) and make every parameter's ``.data`` its view there."""
+        if values.shape != (self.size,) or values.dtype != self.dtype:
+            raise ValueError(f"FlatParameters.relocate needs a flat {self.dtype} array of {self.size} elements, "
+                             f"got {values.dtype} of shape {values.shape}")
+        self.gather()
+        values[...] = self.values
+        self.values, self.value_views = values, self.views(values)
+        for p, view in zip(self.params, self.value_views):
+            p.data = view
+
     def set_grads(self):
         """Make each parameter's ``.grad`` its view of ``grads``."""
         for p, view in zip(self.params, self.grad_views):
             p.grad = view
+
+    def values_in_place(self) -> bool:
+        """Whether every parameter's ``.data`` is still its view of ``values``."""
+        return all(p.data is view for p, view in zip(self.params, self.value_views))
 
     def intact(self) -> bool:
         """Whether every parameter's ``.data`` and ``.grad`` are still its views of ``values`` and

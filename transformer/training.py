@@ -15,6 +15,7 @@ resumed from a checkpoint continues exactly as the uninterrupted run would.
 import math
 import os
 import time
+import warnings
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -23,8 +24,8 @@ import minigrad
 from minigrad import functional as F
 from minigrad import optim
 from minigrad.flat import FlatParameters
-from . import data_parallel
-from .threads import TrainingThreads
+from . import data_parallel, half_process
+from .threads import TrainingThreads, blas_threads as limited_blas
 
 from .checkpoint import CheckpointError, check_savable, load_checkpoint, save_checkpoint
 from .config import DecoderOnlyConfig, ModelConfig, model_config_from_dict
@@ -156,6 +157,8 @@ class Trainer:
         self.elapsed = 0.0         # training seconds before this session (a resumed run continues it)
         self.history = []          # eval records: {"step", "exact_match", "char_accuracy", ...}
         self.resumed_from = None   # the checkpoint this run continues, if any
+        self.half_process = None   # the second half's forked process, while one runs (start_half_process)
+        self._half_process_lost = False   # one died: the halves stay on threads
 
     def _make_schedule(self):
         c = self.config
@@ -189,20 +192,20 @@ class Trainer:
 
     # ----------------------------------------------------------------- steps
     def train_step(self, workers: int = 1) -> dict:
-        """One optimizer step over a fresh batch, its two fixed halves on ``workers`` threads
-        (1 or 2: the same numbers either way, ``transformer/data_parallel.py``)."""
+        """One optimizer step over a fresh batch, its two fixed halves on ``workers`` workers (1 or 2:
+        the same numbers either way, ``transformer/data_parallel.py``); the second worker is the
+        forked process of ``start_half_process()`` if one runs, else a thread."""
         batch = self.sample_batch()
         lr = self.optimizer.lr
         params = self.flat_params
-
-        def half(k, lo, hi):
-            rows = tuple(part[lo:hi] for part in batch)
-            return lambda: data_parallel.half_gradients(params, lambda: self.rows_loss(*rows), self.buckets[k])
-
-        with_dropout = any(m.p > 0 for m in self._dropouts)
-        results = data_parallel.run_halves([half(k, lo, hi) for k, (lo, hi) in
-                                            enumerate(data_parallel.halves(len(batch[0])))],
-                                           1 if with_dropout else workers)   # dropout's draws: in a fixed order
+        rows = [tuple(part[lo:hi] for part in batch) for lo, hi in data_parallel.halves(len(batch[0]))]
+        jobs = [self._half(half_rows, bucket) for half_rows, bucket in zip(rows, self.buckets)]
+        one_by_one = any(m.p > 0 for m in self._dropouts)      # dropout's draws: in a fixed order
+        if workers == 2 and not one_by_one and len(jobs) == 2 and self.half_process is not None \
+                and self.half_process.usable():
+            results = self._halves_with_process(jobs, rows[1])
+        else:
+            results = data_parallel.run_halves(jobs, 1 if one_by_one else workers)
         loss, tokens = data_parallel.combine(params, results)
         estimate = self.batch_estimate([extra for *_, extra in results])     # of the model this batch saw
         grad_norm = optim.clip_grad_norm(params, self.config.clip) if self.config.clip else None
@@ -211,6 +214,55 @@ class Trainer:
         self.step += 1
         return {"step": self.step, "loss": loss, "lr": lr, "grad_norm": grad_norm, "tokens": tokens,
                 "batch_exact_match": estimate}
+
+    def _half(self, rows, bucket):
+        return lambda: data_parallel.half_gradients(self.flat_params, lambda: self.rows_loss(*rows), bucket)
+
+    def _halves_with_process(self, jobs, second_rows):
+        """The first half here while the child runs the second. If the child died, the halves run
+        on threads from now on (the same numbers), after a warning."""
+        try:
+            self.half_process.submit(second_rows)
+        except half_process.ChildGone as gone:
+            self._lose_half_process(gone)
+            return data_parallel.run_halves(jobs, 2)
+        try:
+            first = jobs[0]()
+        finally:
+            try:
+                second = self.half_process.result()      # collected even if the first failed: none is left over
+            except half_process.ChildGone as gone:
+                self._lose_half_process(gone)
+                second = None
+        return [first, jobs[1]() if second is None else second]
+
+    def _lose_half_process(self, gone):
+        warnings.warn(f"{gone}; the steps go on with the second half on a thread", RuntimeWarning, stacklevel=3)
+        self.half_process.close()
+        self.half_process, self._half_process_lost = None, True
+
+    def fork_second_worker(self, threads: TrainingThreads):
+        """Where ``threads`` (the policy of a run) may use two workers, fork the second half's process
+        now (``start_half_process``): after a first step, so the child has its kernels loaded."""
+        if threads.policy is not None:
+            with limited_blas(threads.blas):
+                self.start_half_process()
+
+    def start_half_process(self) -> bool:
+        """Run the second half of two-worker steps in a forked process (``transformer/half_process.py``)
+        from now on; False where it cannot (not Linux, ``MINIGRAD_SECOND_HALF=thread``, dropout): the
+        halves stay on threads. The child has the trainer as it is now; only the parameters' values
+        follow it."""
+        if self.half_process is None and not self._half_process_lost and half_process.available() \
+                and not any(m.p > 0 for m in self._dropouts):
+            self.half_process = half_process.HalfProcess(self)
+        return self.half_process is not None
+
+    def stop_half_process(self):
+        """End the second half's process, if one runs."""
+        if self.half_process is not None:
+            self.half_process.close()
+            self.half_process = None
 
     def evaluate(self, limit: int = None, show_wrong: int = 5) -> dict:
         src, tgt = self.data.test_src, self.data.test_tgt
@@ -234,11 +286,21 @@ class Trainer:
         blas = TrainingThreads(blas_threads)       # BLAS threads per step (transformer/threads.py)
         snapshots = AttentionSnapshots(self, self.config.snapshot_every, os.path.join(self.out_dir, SNAPSHOTS_NAME))
         stop = self.stopper.confirmed(self.step)   # a finished run resumed: nothing to train
+        try:
+            last_eval = self._steps(blas, clock, checkpoints, snapshots, log_path, progress, profile_step, stop)
+        finally:
+            self.stop_half_process()
+        return self._summary(last_eval, clock, checkpoints.path, log_path)
+
+    def _steps(self, blas, clock, checkpoints, snapshots, log_path, progress, profile_step, stop) -> dict:
+        """``run``'s loop: steps until the target is confirmed or ``config.steps``; the last evaluation."""
         last_eval = record = None
         with TrainingLog(log_path, self.step, self.resumed_from) as log, GracefulInterrupt() as interrupt, \
                 ProgressBar(self.config.steps, progress) as bar, snapshots:
             while self.step < self.config.steps and not stop:
                 record = self._timed_step(blas, clock, bar, profile=self.step + 1 == profile_step)
+                if not interrupt.armed:            # after the first step, its kernels loaded
+                    self.fork_second_worker(blas)
                 interrupt.armed = True             # from now on there is a step worth saving
                 if self.stopper.record_batch(self.step, record["batch_exact_match"]):
                     self._start_cooldown(bar)
@@ -255,7 +317,7 @@ class Trainer:
             snapshots.finished(record)
         if last_eval is None:      # nothing trained in this session (a finished run resumed)
             last_eval = self.evaluate(show_wrong=5)
-        return self._summary(last_eval, clock, checkpoints.path, log_path)
+        return last_eval
 
     def _timed_step(self, blas: TrainingThreads, clock: TrainingClock, bar: ProgressBar, profile: bool) -> dict:
         """One training step under the BLAS thread policy, timed (and profiled when asked)."""
