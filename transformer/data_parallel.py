@@ -11,11 +11,13 @@ What keeps the run repeatable: the cut depends on the batch size only (rows
 ``[0, n // 2)`` and ``[n // 2, n)``), each half runs the same ops on the same numbers
 whoever runs it, BLAS has one thread, and the halves' gradients are added in a fixed
 order (first + second). So ``workers`` (one: the halves one after the other on the
-calling thread; two: side by side, the second on a persistent helper thread) changes
+calling thread; two: side by side, the second on a persistent helper thread or process) changes
 the speed, never a bit: a run switching worker counts mid-way, or on a busy machine,
-equals one that never switches. Two halves overlap because numpy releases the GIL
-inside BLAS and the Numba kernels are compiled ``nogil`` (``minigrad/kernels/jit.py``);
-the Python between them (the engine's bookkeeping) still takes turns.
+equals one that never switches. Two halves on threads overlap because numpy releases the
+GIL inside BLAS and the Numba kernels are compiled ``nogil`` (``minigrad/kernels/jit.py``);
+the Python between them (the engine's bookkeeping) still takes turns, which is why a
+training run puts the second half in a forked process instead where it can
+(``transformer/half_process.py``: the same code on the same numbers, no GIL shared).
 
 Not shared between the halves: each builds its own graph and receives its own gradients
 (``minigrad.autograd.grad``: nothing is written to any ``.grad`` until the sum). With the
