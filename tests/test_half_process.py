@@ -14,14 +14,15 @@ import numpy as np
 import pytest
 
 from transformer import half_process
-from transformer.config import ModelConfig
 from transformer.threads import blas_default_threads, blas_threads
 from transformer.training import TrainConfig, Trainer
+
+from test_data_parallel import SMALL, assert_same_run
+from test_train_run import wait_for_logged_steps
 
 pytestmark = pytest.mark.skipif(not half_process.available(), reason="a forked second half needs Linux")
 
 REPO = Path(__file__).resolve().parent.parent
-SMALL = ModelConfig(d_model=32, num_heads=4, num_encoder_layers=1, num_decoder_layers=1, d_ff=64)
 
 
 def trainer():
@@ -29,15 +30,10 @@ def trainer():
 
 
 def steps(run, workers_per_step):
+    """One step of ``run`` per entry, on that many workers; -> (losses, norms, estimates), weights."""
     with blas_threads(1):
         records = [run.train_step(workers) for workers in workers_per_step]
     return [(r["loss"], r["grad_norm"], r["batch_exact_match"]) for r in records], run.model.state_dict()
-
-
-def assert_same_run(a, b):
-    assert a[0] == b[0]
-    for name in a[1]:
-        np.testing.assert_array_equal(a[1][name], b[1][name], err_msg=name)
 
 
 def test_a_process_for_the_second_half_gives_the_one_worker_bits():
@@ -118,19 +114,14 @@ def test_ctrl_c_in_a_terminal_saves_and_leaves_no_process(tmp_path):
                                 "--d-ff", "64", "--batch-size", "32", "--no-progress"],
                                cwd=tmp_path, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                start_new_session=True, env={**os.environ, "MINIGRAD_BLAS_THREADS": "auto"})
-    log = folder / "train_log.jsonl"
-    deadline = time.monotonic() + 240
-    while not (log.exists() and len(log.read_text().splitlines()) >= 5):
-        assert process.poll() is None, process.communicate()
-        assert time.monotonic() < deadline, "the run did not start training"
-        time.sleep(0.05)
+    wait_for_logged_steps(process, folder, 5)
     assert len(group_members(process.pid)) == 2           # the run and its second half's process
     os.killpg(process.pid, signal.SIGINT)
     out, err = process.communicate(timeout=120)
     assert process.returncode == 130, err
     lines = [line for line in err.splitlines() if not line.startswith("compiling kernels")]
     assert len(lines) == 1 and lines[0].startswith("interrupted at step ") and "Traceback" not in err, err
-    steps_logged = [json.loads(line)["step"] for line in log.read_text().splitlines()]
+    steps_logged = [json.loads(line)["step"] for line in (folder / "train_log.jsonl").read_text().splitlines()]
     assert steps_logged == list(range(1, len(steps_logged) + 1))
     deadline = time.monotonic() + 10
     while group_members(process.pid):      # the child ended with its parent

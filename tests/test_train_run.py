@@ -48,6 +48,16 @@ def weights(path):
         return {name: archive[name] for name in archive.files if name.startswith(("model/", "optim/"))}
 
 
+def wait_for_logged_steps(process, folder, count, seconds=240):
+    """Wait until the run ``process`` trains into ``folder`` has logged ``count`` steps."""
+    log = folder / "train_log.jsonl"
+    deadline = time.monotonic() + seconds
+    while not (log.exists() and len(log.read_text().splitlines()) >= count):
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "the run did not start training"
+        time.sleep(0.05)
+
+
 def assert_one_line_error(code, err, *fragments):
     assert code == 2, err
     assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err, err
@@ -61,12 +71,7 @@ def test_ctrl_c_saves_the_last_step_and_resume_matches_an_uninterrupted_run(tmp_
     process = subprocess.Popen([sys.executable, str(REPO / "examples" / "train_dates.py"), "--out", str(folder),
                                 "--max-steps", "100000", *TINY], cwd=tmp_path, text=True,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    log = folder / "train_log.jsonl"
-    deadline = time.monotonic() + 240
-    while not (log.exists() and len(log.read_text().splitlines()) >= 5):
-        assert process.poll() is None, process.communicate()
-        assert time.monotonic() < deadline, "the run did not start training"
-        time.sleep(0.05)
+    wait_for_logged_steps(process, folder, 5)
     process.send_signal(signal.SIGINT)
     out, err = process.communicate(timeout=120)
     assert process.returncode == 130, err

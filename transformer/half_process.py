@@ -68,6 +68,16 @@ class HalfProcess:
         """Whether the parameters are still the shared mapping's views (the child reads those)."""
         return self._flat.values_in_place()
 
+    def halves(self, jobs, second_rows):
+        """[the first half's result, the second's]: ``jobs[0]()`` here while the child runs the second
+        half on ``second_rows``. Raises ``ChildGone`` if the child died (nothing is left in the pipe)."""
+        self.submit(second_rows)
+        try:
+            first = jobs[0]()
+        finally:
+            second = self.result()        # collected even if the first failed: the pipe stays in step
+        return [first, second]
+
     def submit(self, rows):
         """Start the half on ``rows`` (a tuple of arrays) in the child. Raises ``ChildGone`` if it died."""
         try:

@@ -201,10 +201,14 @@ class Trainer:
         rows = [tuple(part[lo:hi] for part in batch) for lo, hi in data_parallel.halves(len(batch[0]))]
         jobs = [self._half(half_rows, bucket) for half_rows, bucket in zip(rows, self.buckets)]
         one_by_one = any(m.p > 0 for m in self._dropouts)      # dropout's draws: in a fixed order
+        results = None
         if workers == 2 and not one_by_one and len(jobs) == 2 and self.half_process is not None \
                 and self.half_process.usable():
-            results = self._halves_with_process(jobs, rows[1])
-        else:
+            try:
+                results = self.half_process.halves(jobs, rows[1])
+            except half_process.ChildGone as gone:      # the step again on threads: the same numbers
+                self._lose_half_process(gone)
+        if results is None:
             results = data_parallel.run_halves(jobs, 1 if one_by_one else workers)
         loss, tokens = data_parallel.combine(params, results)
         estimate = self.batch_estimate([extra for *_, extra in results])     # of the model this batch saw
@@ -218,26 +222,8 @@ class Trainer:
     def _half(self, rows, bucket):
         return lambda: data_parallel.half_gradients(self.flat_params, lambda: self.rows_loss(*rows), bucket)
 
-    def _halves_with_process(self, jobs, second_rows):
-        """The first half here while the child runs the second. If the child died, the halves run
-        on threads from now on (the same numbers), after a warning."""
-        try:
-            self.half_process.submit(second_rows)
-        except half_process.ChildGone as gone:
-            self._lose_half_process(gone)
-            return data_parallel.run_halves(jobs, 2)
-        try:
-            first = jobs[0]()
-        finally:
-            try:
-                second = self.half_process.result()      # collected even if the first failed: none is left over
-            except half_process.ChildGone as gone:
-                self._lose_half_process(gone)
-                second = None
-        return [first, jobs[1]() if second is None else second]
-
     def _lose_half_process(self, gone):
-        warnings.warn(f"{gone}; the steps go on with the second half on a thread", RuntimeWarning, stacklevel=3)
+        warnings.warn(f"{gone}; the steps go on with the second half on a thread", RuntimeWarning, stacklevel=2)
         self.half_process.close()
         self.half_process, self._half_process_lost = None, True
 
