@@ -23,7 +23,7 @@ Not shared between the halves: each builds its own graph and receives its own gr
 (``minigrad.autograd.grad``: nothing is written to any ``.grad`` until the sum). With the
 parameters a ``minigrad.flat.FlatParameters``, each half copies its gradients into a flat
 array of its own (a "bucket", what an all-reduce would send between machines) in its own
-thread, and the sum is three passes over flat arrays instead of 200 small calls. Dropout
+thread or process, and the sum is three passes over flat arrays instead of 200 small calls. Dropout
 draws from one generator, in an order two threads would not fix: a model with dropout
 runs its halves one after the other, whatever ``workers`` says.
 """
