@@ -153,6 +153,7 @@ class Adam(Optimizer):
         self.weight_decay = check_number("Adam", "weight_decay", weight_decay)
         self.m = [None] * len(self.params)
         self.v = [None] * len(self.params)
+        self._flat_m = self._flat_v = None     # m and v as flat arrays, once a FlatParameters step ran
 
     def begin_step(self):
         b1, b2 = self.betas
@@ -179,7 +180,7 @@ class Adam(Optimizer):
     def _flat_moments(self):
         """m and v as flat arrays laid out like the parameters, ``self.m[i]`` and ``self.v[i]`` their
         views; a moment not yet there (zeros) or loaded from a checkpoint is copied in."""
-        if not hasattr(self, "_flat_m"):
+        if self._flat_m is None:
             self._flat_m, self._flat_v = self.flat.new_array(), self.flat.new_array()
             self._m_views, self._v_views = self.flat.views(self._flat_m), self.flat.views(self._flat_v)
         for moments, views in ((self.m, self._m_views), (self.v, self._v_views)):

@@ -200,7 +200,7 @@ class Trainer:
         params = self.flat_params
         rows = [tuple(part[lo:hi] for part in batch) for lo, hi in data_parallel.halves(len(batch[0]))]
         jobs = [self._half(half_rows, bucket) for half_rows, bucket in zip(rows, self.buckets)]
-        one_by_one = any(m.p > 0 for m in self._dropouts)      # dropout's draws: in a fixed order
+        one_by_one = self._draws_dropout()
         results = None
         if workers == 2 and not one_by_one and len(jobs) == 2 and self.half_process is not None \
                 and self.half_process.usable():
@@ -218,6 +218,11 @@ class Trainer:
         self.step += 1
         return {"step": self.step, "loss": loss, "lr": lr, "grad_norm": grad_norm, "tokens": tokens,
                 "batch_exact_match": estimate}
+
+    def _draws_dropout(self) -> bool:
+        """Whether the model draws dropout masks: then its halves run one after the other, here (one
+        generator, a fixed order of draws), whatever the worker count."""
+        return any(m.p > 0 for m in self._dropouts)
 
     def _half(self, rows, bucket):
         return lambda: data_parallel.half_gradients(self.flat_params, lambda: self.rows_loss(*rows), bucket)
@@ -240,7 +245,7 @@ class Trainer:
         halves stay on threads. The child has the trainer as it is now; only the parameters' values
         follow it."""
         if self.half_process is None and not self._half_process_lost and half_process.available() \
-                and not any(m.p > 0 for m in self._dropouts):
+                and not self._draws_dropout():
             self.half_process = half_process.HalfProcess(self)
         return self.half_process is not None
 
