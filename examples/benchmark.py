@@ -20,7 +20,7 @@ PyTorch reference (the same model in ``torch.nn``: ``compare_with_pytorch.py --s
 
 Figures are medians over many repetitions; the first steps (compilation,
 warm-up) are left out of the medians. BLAS threads follow minigrad's policy
-(``transformer/threads.py``) unless ``MINIGRAD_BLAS_THREADS`` forces a count.
+(``transformer/parallel/threads.py``) unless ``MINIGRAD_BLAS_THREADS`` forces a count.
 """
 import argparse
 import os
@@ -43,7 +43,7 @@ def machine_summary() -> str:
 
 def use_fused_attention(model, fused: bool):
     """Switch every MultiHeadAttention of ``model`` between the fused op and the op-by-op path."""
-    from transformer.attention import MultiHeadAttention
+    from transformer.models.attention import MultiHeadAttention
     for _, module in model.named_modules():
         if isinstance(module, MultiHeadAttention):
             module.fused = fused
@@ -51,8 +51,8 @@ def use_fused_attention(model, fused: bool):
 
 def time_training_steps(backend: str, steps: int, warmup: int = 3, fused: bool = True) -> dict:
     from minigrad import kernels
-    from transformer.threads import TrainingThreads
-    from transformer.training import TrainConfig, Trainer
+    from transformer.parallel.threads import TrainingThreads
+    from transformer.training.trainer import TrainConfig, Trainer
 
     with kernels.use_backend(backend):
         trainer = Trainer(train_config=TrainConfig(steps=steps + warmup, eval_every=0, checkpoint_every=0))
@@ -77,9 +77,9 @@ def time_training_steps(backend: str, steps: int, warmup: int = 3, fused: bool =
 
 def time_greedy_decoding(backend: str, repeats: int) -> dict:
     from minigrad import kernels
-    from transformer.dates import DateDataset
+    from transformer.tasks.dates import DateDataset
     from transformer.decoding import greedy_decode
-    from transformer.model import Transformer
+    from transformer.models.encoder_decoder import Transformer
 
     data = DateDataset()
     model = Transformer()

@@ -147,8 +147,8 @@ class MinigradRun:
     """One training run kept across blocks (so ``auto`` learns as a real run would) under one setting."""
 
     def __init__(self, setting):
-        from transformer.threads import TrainingThreads
-        from transformer.training import TrainConfig, Trainer
+        from transformer.parallel.threads import TrainingThreads
+        from transformer.training.trainer import TrainConfig, Trainer
         self.setting = setting
         self.trainer = Trainer(train_config=TrainConfig(steps=10 ** 6, eval_every=0, checkpoint_every=0))
         self.threads = TrainingThreads(setting)
@@ -169,7 +169,7 @@ class MinigradRun:
 
 def decode_rate(setting, model, src) -> float:
     """Greedy-decoded dates per second under ``setting`` (decoding reads MINIGRAD_BLAS_THREADS)."""
-    from transformer.threads import ENV_VAR
+    from transformer.parallel.threads import ENV_VAR
     from transformer.decoding import greedy_decode
     previous = os.environ.get(ENV_VAR)
     os.environ[ENV_VAR] = str(setting)
@@ -192,9 +192,9 @@ LABELS = {"auto": "minigrad, threads auto", 1: "minigrad, 1 BLAS thread", 2: "mi
 def run_load_benchmark(loads, torch_python=None, torch_script=DEFAULT_TORCH_SCRIPT, rounds=2, steps=30,
                        torch_steps=60, decode_dates=2000, max_block_seconds=30.0, spin_seconds=1800.0):
     """Alternating blocks per load level; returns {load: {variant: summary}} and prints the table."""
-    from transformer.threads import blas_default_threads
-    from transformer.dates import DateDataset
-    from transformer.model import Transformer
+    from transformer.parallel.threads import blas_default_threads
+    from transformer.tasks.dates import DateDataset
+    from transformer.models.encoder_decoder import Transformer
 
     variants = ["auto", 1, max(2, blas_default_threads())]
     if torch_python:

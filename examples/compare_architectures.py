@@ -17,9 +17,9 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from transformer.config import DecoderOnlyConfig, ModelConfig  # noqa: E402
-from transformer.evaluation import evaluate  # noqa: E402
-from transformer.training import TrainConfig, Trainer  # noqa: E402
+from transformer.models.config import DecoderOnlyConfig, ModelConfig  # noqa: E402
+from transformer.training.evaluation import evaluate  # noqa: E402
+from transformer.training.trainer import TrainConfig, Trainer  # noqa: E402
 
 ARCHITECTURES = {"encoder-decoder": ModelConfig, "decoder-only": DecoderOnlyConfig}
 

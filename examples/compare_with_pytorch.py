@@ -18,7 +18,7 @@
    cool-down when four training batches are 98% right, stop when the held-out dates are 99.9%
    right at its end), alternating step by step so both see the same machine. Held-out exact
    match is measured every ``--eval-every`` steps on the product's own 2,000 held-out dates
-   (``transformer.dates.held_out_ordinals()``: never trained on). Printed per framework: step
+   (``transformer.tasks.dates.held_out_ordinals()``: never trained on). Printed per framework: step
    times (median, p10..p90), loss, the first step and training seconds at which held-out exact
    match reached 99.9%, and where the rule stopped. ``--load 0,1`` repeats the race with that many
    busy processes (pure-Python spinners this script starts and stops, as ``benchmark_load.py``).
@@ -58,24 +58,24 @@ except ImportError:
 import minigrad  # noqa: E402
 from minigrad import optim  # noqa: E402
 from minigrad import functional as F  # noqa: E402
-from transformer.threads import TrainingThreads  # noqa: E402
-from transformer.attention import causal_mask, padding_mask  # noqa: E402
-from transformer.config import ModelConfig  # noqa: E402
-from transformer.dates import EOS, PAD, SOS, SRC_LEN, DateDataset, decode_batch, encode_batch  # noqa: E402
+from transformer.parallel.threads import TrainingThreads  # noqa: E402
+from transformer.models.attention import causal_mask, padding_mask  # noqa: E402
+from transformer.models.config import ModelConfig  # noqa: E402
+from transformer.tasks.dates import EOS, PAD, SOS, SRC_LEN, DateDataset, decode_batch, encode_batch  # noqa: E402
 from transformer.decoding import MAX_OUTPUT, greedy_decode  # noqa: E402
-from transformer.evaluation import evaluate  # noqa: E402
-from transformer.export import torch_names  # noqa: E402
-from transformer.model import Transformer  # noqa: E402
-from transformer.positional import sinusoidal_encoding  # noqa: E402
-from transformer.stopping import TargetStop  # noqa: E402
-from transformer.training import TrainConfig, load_model, teacher_forced_exact_match  # noqa: E402
+from transformer.training.evaluation import evaluate  # noqa: E402
+from transformer.commands.export import torch_names  # noqa: E402
+from transformer.models.encoder_decoder import Transformer  # noqa: E402
+from transformer.models.positional import sinusoidal_encoding  # noqa: E402
+from transformer.training.stopping import TargetStop  # noqa: E402
+from transformer.training.trainer import TrainConfig, load_model, teacher_forced_exact_match  # noqa: E402
 
 from float32_agreement import TOLERANCE, Difference, verdict  # noqa: E402
 
 
 # --------------------------------------------------------------- the PyTorch model
 class TorchDates(torch.nn.Module):
-    """minigrad's date Transformer (transformer/model.py) from PyTorch's layers.
+    """minigrad's date Transformer (transformer/models/encoder_decoder.py) from PyTorch's layers.
 
     post-norm layers (norm_first=False), ReLU, no final norm after the stacks, embeddings times
     sqrt(d_model) plus sinusoidal (a buffer) or learned positions. PyTorch's boolean attention
@@ -186,7 +186,7 @@ def translate_exported(path, checkpoint=None) -> int:
 
 
 def exact_match(predicted, tgt):
-    """Held-out exact match as transformer/evaluation.py counts it (up to and including <eos>)."""
+    """Held-out exact match as transformer/training/evaluation.py counts it (up to and including <eos>)."""
     expected = tgt[:, 1:]
     width = min(predicted.shape[1], expected.shape[1])
     counted = expected[:, :width] != PAD
@@ -307,7 +307,7 @@ class Side:
 
 def minigrad_side(model, config, data):
     adam = optim.Adam(model.parameters(), lr=config.lr, betas=config.betas, eps=config.eps)
-    blas_threads = TrainingThreads()          # dates-train's BLAS thread policy (transformer/threads.py)
+    blas_threads = TrainingThreads()          # dates-train's BLAS thread policy (transformer/parallel/threads.py)
 
     def step(src, tgt):
         model.train()
@@ -473,7 +473,7 @@ def main(argv=None):
         return _print_step_summary(args, data)
     print(f"minigrad from {os.path.dirname(minigrad.__file__)}; torch {torch.__version__}, "
           f"numpy {np.__version__}; {os.cpu_count()} CPUs; held-out: {len(data.test_src)} dates of "
-          "transformer.dates.held_out_ordinals()")
+          "transformer.tasks.dates.held_out_ordinals()")
     if args.checkpoint:
         model = load_model(args.checkpoint)
         print(f"weights: {args.checkpoint}")

@@ -4,7 +4,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from transformer.next_word_cli import complete_main  # noqa: E402
+from transformer.commands.next_word import complete_main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(complete_main())

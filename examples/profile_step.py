@@ -20,9 +20,9 @@ if REPO not in sys.path:
 
 import minigrad  # noqa: E402
 from minigrad import kernels  # noqa: E402
-from transformer.threads import TrainingThreads  # noqa: E402
-from transformer.model import ModelConfig  # noqa: E402
-from transformer.training import TrainConfig, Trainer  # noqa: E402
+from transformer.parallel.threads import TrainingThreads  # noqa: E402
+from transformer.models.encoder_decoder import ModelConfig  # noqa: E402
+from transformer.training.trainer import TrainConfig, Trainer  # noqa: E402
 
 
 def profile_step(warm_up_steps=3, backend="numba"):

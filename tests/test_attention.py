@@ -1,4 +1,4 @@
-"""Tests for transformer.attention and transformer.layers: scaled dot-product attention,
+"""Tests for transformer.models.attention and transformer.models.layers: scaled dot-product attention,
 its masks, SelfAttention and CrossAttention, FeedForward, EncoderLayer and DecoderLayer.
 
 Gradients are checked in float64 against central differences (minigrad.gradcheck).
@@ -11,9 +11,9 @@ import pytest
 
 import minigrad
 from minigrad import Tensor, gradcheck
-from transformer.attention import (CrossAttention, SelfAttention, causal_mask, padding_mask,
+from transformer.models.attention import (CrossAttention, SelfAttention, causal_mask, padding_mask,
                                   scaled_dot_product_attention)
-from transformer.layers import DecoderLayer, EncoderLayer, FeedForward
+from transformer.models.layers import DecoderLayer, EncoderLayer, FeedForward
 
 D_MODEL, HEADS, D_FF, BATCH = 8, 2, 16, 2
 

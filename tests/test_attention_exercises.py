@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from minigrad import Tensor
-from transformer.attention import causal_mask, scaled_dot_product_attention
+from transformer.models.attention import causal_mask, scaled_dot_product_attention
 
 X = Tensor(np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]))
 IDENTITY = Tensor(np.eye(2))

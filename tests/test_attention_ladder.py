@@ -9,10 +9,10 @@ import pytest
 import minigrad
 from minigrad import Tensor, gradcheck
 from minigrad import functional as F
-from transformer.language import VOCAB, Language, encode_batch
+from transformer.tasks.language import VOCAB, Language, encode_batch
 from transformer.ladder import (RUNGS, Average, DotProduct, FullBlock, LadderConfig, SeparateMaps, SharedMap,
                                 averaging_matrix, run_ladder)
-from transformer.ladder.cli import format_scores, format_table, main
+from transformer.commands.ladder import format_scores, format_table, main
 
 D, T = 8, 18
 
@@ -83,7 +83,7 @@ def test_one_shared_map_gives_symmetric_scores_two_maps_do_not():
 
 
 def test_the_full_block_is_the_decoder_only_model():
-    from transformer.decoder_only import DecoderOnlyTransformer
+    from transformer.models.decoder_only import DecoderOnlyTransformer
     block = build(FullBlock)
     assert isinstance(block.model, DecoderOnlyTransformer)
     maps = block.attention_maps(some_ids(1).inputs)

@@ -9,11 +9,11 @@ import zipfile
 import numpy as np
 import pytest
 
-from transformer import checkpoint as checkpoint_module
-from transformer import cli
-from transformer.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from transformer.config import ModelConfig
-from transformer.training import TrainConfig, Trainer, load_model
+from transformer.files import checkpoint as checkpoint_module
+from transformer.commands import dates as cli
+from transformer.files.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from transformer.models.config import ModelConfig
+from transformer.training.trainer import TrainConfig, Trainer, load_model
 
 TINY = dict(d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=32)
 WEIGHT = "encoder.layers.0.self_attn.w_o.weight"

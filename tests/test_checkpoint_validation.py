@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from transformer import cli
-from transformer.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from transformer.config import ModelConfig
-from transformer.training import TrainConfig, Trainer, load_model
+from transformer.commands import dates as cli
+from transformer.files.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from transformer.models.config import ModelConfig
+from transformer.training.trainer import TrainConfig, Trainer, load_model
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = dict(d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=32)
@@ -160,7 +160,7 @@ def test_a_fifo_does_not_hang_a_real_process(tmp_path):
 def test_num_parameters_formula_matches_the_built_model():
     """The loader compares config.num_parameters() with the stored weights before building:
     the formula must follow the model."""
-    from transformer.model import Transformer
+    from transformer.models.encoder_decoder import Transformer
     for values in (dict(), TINY, dict(TINY, positional="learned", num_decoder_layers=3, max_len=25)):
         config = ModelConfig(**values)
         assert config.num_parameters() == Transformer(config).num_parameters()

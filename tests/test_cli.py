@@ -1,4 +1,4 @@
-"""Tests for transformer.cli (dates-train, dates-translate, dates-evaluate).
+"""Tests for transformer.commands.dates (dates-train, dates-translate, dates-evaluate).
 
 The entry points take an argv list and return an exit code. Bad input (not a date, an
 impossible date, a loose format, a missing or corrupt checkpoint, a bad setting) must
@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from transformer import cli
-from transformer.config import ModelConfig
-from transformer.dates import SRC_LEN, decode_batch, encode_batch
+from transformer.commands import dates as cli
+from transformer.models.config import ModelConfig
+from transformer.tasks.dates import SRC_LEN, decode_batch, encode_batch
 from transformer.decoding import beam_search, greedy_decode
-from transformer.training import TrainConfig, Trainer, load_model
+from transformer.training.trainer import TrainConfig, Trainer, load_model
 
 REPO = Path(__file__).resolve().parents[1]
 TINY_ARGS = ["--d-model", "16", "--heads", "2", "--layers", "1", "--d-ff", "32", "--batch-size", "8",

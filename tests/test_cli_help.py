@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from transformer import cli
+from transformer.commands import dates as cli
 
 MAINS = [name for name in dir(cli) if name.endswith("_main") and not name.startswith("_")]
 

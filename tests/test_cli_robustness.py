@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from transformer import cli, console
-from transformer.config import ModelConfig
-from transformer.training import TrainConfig, Trainer
+from transformer.commands import dates as cli
+
+from transformer.commands import console
+from transformer.models.config import ModelConfig
+from transformer.training.trainer import TrainConfig, Trainer
 
 REPO = Path(__file__).resolve().parents[1]
 TINY_ARGS = ["--d-model", "16", "--heads", "2", "--layers", "1", "--d-ff", "32", "--batch-size", "8",
@@ -132,7 +134,7 @@ def test_training_whose_stdout_closes_saves_and_says_how_to_resume(tmp_path):
     assert first.startswith(b"model:")
     lines = [line for line in err.splitlines() if not line.startswith("compiling kernels")]
     assert len(lines) == 1 and "checkpoint saved to" in lines[0] and "resume with: dates-train --resume" in lines[0]
-    from transformer.checkpoint import load_checkpoint
+    from transformer.files.checkpoint import load_checkpoint
     step = load_checkpoint(str(out / "model.npz"))[2]["step"]
     assert 1 <= step < 400 and f"at step {step};" in lines[0]
 
@@ -192,9 +194,9 @@ def test_a_huge_beam_is_one_line_naming_the_limit(checkpoint, capsys, main, argv
 
 
 def test_evaluate_with_a_wide_beam_decodes_in_smaller_batches(checkpoint, monkeypatch):
-    from transformer import evaluation
-    from transformer.dates import DateDataset
-    from transformer.training import load_model
+    from transformer.training import evaluation
+    from transformer.tasks.dates import DateDataset
+    from transformer.training.trainer import load_model
     widths = []
     real = evaluation.beam_search
     monkeypatch.setattr(evaluation, "beam_search", lambda model, src, k: widths.append(len(src) * k) or real(model, src, k))
@@ -337,7 +339,7 @@ def test_a_new_run_refuses_to_replace_a_log_whose_checkpoint_was_moved(tmp_path,
 
 
 def test_a_lock_path_that_is_a_folder_is_one_line(tmp_path, capsys):
-    from transformer.run_dir import LOCK_NAME
+    from transformer.files.run_dir import LOCK_NAME
     (tmp_path / LOCK_NAME).mkdir()
     code = cli.train_main(["--out", str(tmp_path), "--max-steps", "2", *TINY_ARGS])
     assert code == 2
@@ -346,7 +348,7 @@ def test_a_lock_path_that_is_a_folder_is_one_line(tmp_path, capsys):
 
 def _contend(folder, rounds, start, done, results):
     """One of two processes: each round, try to take the (stale) lock at the same instant."""
-    from transformer.run_dir import RunFolderError, RunLock
+    from transformer.files.run_dir import RunFolderError, RunLock
     for _ in range(rounds):
         start.wait()
         lock = RunLock(folder)
@@ -362,7 +364,7 @@ def _contend(folder, rounds, start, done, results):
 
 def test_two_runs_taking_over_one_stale_lock_at_once_never_both_get_it(tmp_path):
     import multiprocessing
-    from transformer.run_dir import LOCK_NAME
+    from transformer.files.run_dir import LOCK_NAME
     context = multiprocessing.get_context("fork")
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()                                  # a pid that no longer runs: the lock is stale

@@ -1,4 +1,4 @@
-"""Training steps over two fixed halves of the batch (transformer/data_parallel.py): the same
+"""Training steps over two fixed halves of the batch (transformer/parallel/data_parallel.py): the same
 bits on one worker or two, whatever the load, and the one-piece step's numbers up to rounding."""
 import subprocess
 import sys
@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 from minigrad import functional as F
-from transformer import data_parallel
-from transformer.config import ModelConfig
-from transformer.dates import PAD
-from transformer.threads import blas_threads
-from transformer.training import TrainConfig, Trainer, rows_exactly_right, teacher_forced_exact_match
+from transformer.parallel import data_parallel
+from transformer.models.config import ModelConfig
+from transformer.tasks.dates import PAD
+from transformer.parallel.threads import blas_threads
+from transformer.training.trainer import TrainConfig, Trainer, rows_exactly_right, teacher_forced_exact_match
 
 SMALL = ModelConfig(d_model=32, num_heads=4, num_encoder_layers=1, num_decoder_layers=1, d_ff=64)
 

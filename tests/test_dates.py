@@ -1,4 +1,4 @@
-"""Tests for transformer.dates: vocabulary, encoding, date handling and the data set."""
+"""Tests for transformer.tasks.dates: vocabulary, encoding, date handling and the data set."""
 
 import doctest
 import hashlib
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transformer import dates
-from transformer.dates import (
+from transformer.tasks import dates
+from transformer.tasks.dates import (
     EOS, PAD, SOS, SRC_LEN, TGT_LEN, VOCAB, VOCAB_SIZE, DateDataset, DateError, EncodingError,
     decode, decode_batch, encode, encode_batch, encode_all_days, format_date, parse_iso_date,
     translate_reference,

@@ -5,10 +5,10 @@ import pytest
 import minigrad
 from minigrad import Tensor, gradcheck, no_grad
 from minigrad import functional as F
-from transformer.config import DecoderOnlyConfig, ModelConfig, model_config_from_dict
-from transformer.dates import EOS, PAD, PROMPT_LEN, DateDataset, join_for_decoder_only
-from transformer.decoder_only import IGNORE, DecoderOnlyTransformer, next_token_targets
-from transformer.layers import DecoderOnlyLayer
+from transformer.models.config import DecoderOnlyConfig, ModelConfig, model_config_from_dict
+from transformer.tasks.dates import EOS, PAD, PROMPT_LEN, DateDataset, join_for_decoder_only
+from transformer.models.decoder_only import IGNORE, DecoderOnlyTransformer, next_token_targets
+from transformer.models.layers import DecoderOnlyLayer
 
 TINY = dict(d_model=8, num_heads=2, num_layers=2, d_ff=16, task="next-word", vocab_size=11, max_len=12)
 
@@ -169,7 +169,7 @@ def test_reorder_caches_moves_rows():
 
 def test_the_block_is_the_encoder_block_with_a_mask_and_a_cache():
     """DecoderOnlyLayer without a mask is EncoderLayer: the same sublayers in the same order."""
-    from transformer.layers import EncoderLayer
+    from transformer.models.layers import EncoderLayer
     minigrad.manual_seed(0)
     block = DecoderOnlyLayer(8, 2, 16)
     minigrad.manual_seed(0)

@@ -12,14 +12,14 @@ import zipfile
 import numpy as np
 import pytest
 
-from transformer import cli
-from transformer.checkpoint import CheckpointError, load_checkpoint
-from transformer.config import DecoderOnlyConfig, ModelConfig
-from transformer.dates import SRC_LEN, encode_batch
-from transformer.decoder_only import DecoderOnlyTransformer
+from transformer.commands import dates as cli
+from transformer.files.checkpoint import CheckpointError, load_checkpoint
+from transformer.models.config import DecoderOnlyConfig, ModelConfig
+from transformer.tasks.dates import SRC_LEN, encode_batch
+from transformer.models.decoder_only import DecoderOnlyTransformer
 from transformer.decoding import beam_search, greedy_decode, sample_decode
-from transformer.export import main as export_main
-from transformer.training import TrainConfig, Trainer, load_model
+from transformer.commands.export import main as export_main
+from transformer.training.trainer import TrainConfig, Trainer, load_model
 from viz.attention_graph import main as attention_graph_main
 from viz.explorer.cli import main as explore_main
 from viz.heatmaps import main as heatmaps_main
@@ -176,8 +176,8 @@ def test_explain_says_it_walks_through_the_encoder_decoder(checkpoint, capsys):
 
 
 def test_an_encoder_decoder_config_still_builds_the_encoder_decoder():
-    from transformer.model import Transformer
-    from transformer.training import build_model
+    from transformer.models.encoder_decoder import Transformer
+    from transformer.training.trainer import build_model
     assert isinstance(build_model(ModelConfig(d_model=16, num_heads=2)), Transformer)
     assert isinstance(build_model(TINY), DecoderOnlyTransformer)
 

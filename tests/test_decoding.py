@@ -1,4 +1,4 @@
-"""Tests for transformer.decoding (greedy, beam search, sampling) and transformer.evaluation.
+"""Tests for transformer.decoding (greedy, beam search, sampling) and transformer.training.evaluation.
 
 Two models: a randomly initialised one (fixed seed; its outputs are gibberish and may
 contain any token) and one trained for a few dozen steps (it has learned the output
@@ -11,10 +11,10 @@ import minigrad
 from minigrad import Tensor
 from minigrad import functional as F
 from transformer import ModelConfig, Transformer
-from transformer.dates import EOS, PAD, SOS, VOCAB_SIZE, DateDataset, decode_batch
+from transformer.tasks.dates import EOS, PAD, SOS, VOCAB_SIZE, DateDataset, decode_batch
 from transformer.decoding import MAX_OUTPUT, beam_search, greedy_decode, sample_decode
-from transformer.evaluation import evaluate
-from transformer.training import TrainConfig, Trainer
+from transformer.training.evaluation import evaluate
+from transformer.training.trainer import TrainConfig, Trainer
 
 SMALL = dict(d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=32)
 
@@ -301,7 +301,7 @@ def test_evaluate_counts_exact_and_per_character_matches(trained_model, data):
 
 def test_evaluate_perfect_and_hopeless_predictions(trained_model, data, monkeypatch):
     """Feed evaluate a decoder that returns the targets (100%) or only <sos> (0%)."""
-    import transformer.evaluation as evaluation
+    import transformer.training.evaluation as evaluation
     src, tgt = data.test_src[:10], data.test_tgt[:10]
     monkeypatch.setattr(evaluation, "greedy_decode", lambda model, s: tgt[:len(s), 1:])
     perfect = evaluate(trained_model, src, tgt)

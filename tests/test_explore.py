@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from transformer.attention import causal_mask
+from transformer.models.attention import causal_mask
 from viz.explorer.cli import build_page_data, main
 from viz.explorer.step import explore_step
 from viz.inputs import load_or_create_model
@@ -26,7 +26,7 @@ def record(model):
 def test_every_op_knows_the_source_line_that_created_it(record):
     ops = record.to_json()["ops"]
     by_name = {op["name"]: op for op in ops}
-    assert by_name["Softmax"]["source"].startswith("transformer/attention.py:")
+    assert by_name["Softmax"]["source"].startswith("transformer/models/attention.py:")
     assert "softmax" in by_name["Softmax"]["code"]
     assert "masked_fill" in by_name["MaskedFill"]["code"]
     assert all(op["source"] for op in ops)

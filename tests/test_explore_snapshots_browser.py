@@ -4,9 +4,9 @@ and compared with the snapshots file), with the step and its loss in the label."
 import numpy as np
 import pytest
 
-from transformer.config import ModelConfig
-from transformer.snapshots import SNAPSHOTS_NAME, load_snapshots
-from transformer.training import Trainer, TrainConfig
+from transformer.models.config import ModelConfig
+from transformer.training.snapshots import SNAPSHOTS_NAME, load_snapshots
+from transformer.training.trainer import Trainer, TrainConfig
 from viz.browser import SKIP_REASON, open_page
 from viz.explorer.cli import write_explorer
 

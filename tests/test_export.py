@@ -12,12 +12,12 @@ import pytest
 from safetensors.numpy import load_file
 
 import minigrad
-from transformer.checkpoint import save_checkpoint
-from transformer.config import ModelConfig
-from transformer.dates import PAD, DateDataset
-from transformer.export import export_weights, main, torch_names
-from transformer.model import Transformer
-from transformer.positional import sinusoidal_encoding
+from transformer.files.checkpoint import save_checkpoint
+from transformer.models.config import ModelConfig
+from transformer.tasks.dates import PAD, DateDataset
+from transformer.commands.export import export_weights, main, torch_names
+from transformer.models.encoder_decoder import Transformer
+from transformer.models.positional import sinusoidal_encoding
 
 
 def small_model(positional="sinusoidal", layers=2):
@@ -178,9 +178,9 @@ def test_the_example_script_runs_without_installing():
 @pytest.mark.parametrize("positional", ["sinusoidal", "learned"])
 def test_a_decoder_only_model_exports_as_a_causal_encoder_stack(tmp_path, positional):
     """Its blocks run as PyTorch's TransformerEncoderLayer with a causal mask give minigrad's logits."""
-    from transformer.config import DecoderOnlyConfig
-    from transformer.dates import join_for_decoder_only
-    from transformer.decoder_only import DecoderOnlyTransformer
+    from transformer.models.config import DecoderOnlyConfig
+    from transformer.tasks.dates import join_for_decoder_only
+    from transformer.models.decoder_only import DecoderOnlyTransformer
     minigrad.manual_seed(5)
     config = DecoderOnlyConfig(d_model=16, num_heads=4, num_layers=2, d_ff=24, positional=positional)
     model = DecoderOnlyTransformer(config).eval()

@@ -6,8 +6,8 @@ import pytest
 from minigrad import Tensor, optim
 from minigrad.accelerated import load_kernels
 from minigrad.flat import FlatParameters
-from transformer import data_parallel
-from transformer.training import TrainConfig, Trainer
+from transformer.parallel import data_parallel
+from transformer.training.trainer import TrainConfig, Trainer
 
 SHAPES = [(3, 4), (4,), (2, 3, 2), (1,)]
 
@@ -189,7 +189,7 @@ def test_combine_from_buckets_equals_the_loop_over_parameters():
 def test_a_resumed_run_is_flat_again(tmp_path, adam_calls):
     """Loading a checkpoint assigns every ``.data``: the trainer gathers them back, so a resumed run
     keeps the one-call step (and its numbers, tests/test_repeatable_runs.py)."""
-    from transformer.config import ModelConfig
+    from transformer.models.config import ModelConfig
     small = ModelConfig(d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=32)
     trainer = Trainer(small, TrainConfig(steps=3, batch_size=8, eval_every=0, checkpoint_every=0),
                       out_dir=str(tmp_path))

@@ -1,4 +1,4 @@
-"""The second half of a step in a forked process (transformer/half_process.py): the same bits as
+"""The second half of a step in a forked process (transformer/parallel/half_process.py): the same bits as
 on a thread or one worker, a fall-back to threads when the child is gone or cannot see the
 parameters, and no process left behind by a run, Ctrl-C included."""
 import json
@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from transformer import half_process
-from transformer.threads import blas_default_threads, blas_threads
-from transformer.training import TrainConfig, Trainer
+from transformer.parallel import half_process
+from transformer.parallel.threads import blas_default_threads, blas_threads
+from transformer.training.trainer import TrainConfig, Trainer
 
 from test_data_parallel import SMALL, assert_same_run
 from test_train_run import wait_for_logged_steps

@@ -9,8 +9,8 @@ import minigrad
 from minigrad import Tensor, autograd, jvpcheck
 from minigrad import functional as F
 from transformer import ModelConfig, Transformer
-from transformer.attention import causal_mask
-from transformer.dates import PAD, SRC_LEN, TGT_LEN, encode_batch
+from transformer.models.attention import causal_mask
+from transformer.tasks.dates import PAD, SRC_LEN, TGT_LEN, encode_batch
 
 SMALL = dict(d_model=8, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=16)
 SOURCES, TARGETS = ["1845-01-05", "1996-09-08", "2001-12-31"], ["January 5, 1845", "September 8, 1996",

@@ -28,8 +28,8 @@ print("cold after:", kernels.cache_is_cold(training=False), "training:", kernels
 TRAINING_AFTER_PRECOMPILE = """
 from minigrad import kernels
 from minigrad.kernels.compile_cache import compiled_functions
-from transformer.model import ModelConfig
-from transformer.training import TrainConfig, Trainer
+from transformer.models.encoder_decoder import ModelConfig
+from transformer.training.trainer import TrainConfig, Trainer
 print("cold before:", kernels.cache_is_cold())
 kernels.compile_training_kernels()
 print("cold after:", kernels.cache_is_cold())

@@ -11,13 +11,15 @@ import os
 import numpy as np
 import pytest
 
-from transformer import cli, language
-from transformer.checkpoint import CheckpointError
-from transformer.decoder_only import DecoderOnlyTransformer
-from transformer.next_word import (NextWordTrainer, accuracy_by_kind, complete, default_model_config,
+from transformer.commands import dates as cli
+
+from transformer.tasks import language
+from transformer.files.checkpoint import CheckpointError
+from transformer.models.decoder_only import DecoderOnlyTransformer
+from transformer.training.next_word import (NextWordTrainer, accuracy_by_kind, complete, default_model_config,
                                    default_train_config, scored_words)
-from transformer.next_word_cli import complete_main, train_main
-from transformer.training import TrainConfig, Trainer, load_model
+from transformer.commands.next_word import complete_main, train_main
+from transformer.training.trainer import TrainConfig, Trainer, load_model
 
 from test_decoder_only_commands import one_line_error, run
 
@@ -203,7 +205,7 @@ def test_the_default_model_learns_the_kinds_one_layer_of_attention_can_read(tmp_
 
 @pytest.mark.parametrize("main", [train_main, complete_main])
 def test_every_option_has_help_and_shows_its_default(main, monkeypatch):
-    from transformer.console import Parser
+    from transformer.commands.console import Parser
     caught = []
 
     def catch(self, args=None, namespace=None):       # the parser the command builds, before it parses

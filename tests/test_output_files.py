@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 import minigrad
-from transformer.checkpoint import save_checkpoint
-from transformer.config import ModelConfig
-from transformer.export import main as export_main
-from transformer.model import Transformer
+from transformer.files.checkpoint import save_checkpoint
+from transformer.models.config import ModelConfig
+from transformer.commands.export import main as export_main
+from transformer.models.encoder_decoder import Transformer
 from viz.attention_graph import main as graph_main
 from viz.backward_animation import main as animation_main
 from viz.explorer.cli import main as explore_main
@@ -213,7 +213,7 @@ def save_then_terminated(tensors, filename, metadata=None):
     os.kill(os.getpid(), signal.SIGTERM)
     time.sleep(10)
 safetensors.numpy.save_file = save_then_terminated
-from transformer.export import main
+from transformer.commands.export import main
 sys.exit(main(sys.argv[1:]))
 """
 

@@ -10,8 +10,8 @@ import minigrad
 from minigrad import Tensor, autograd, detect_anomaly, kernels
 from minigrad import functional as F
 from minigrad.observers import watching
-from transformer.model import ModelConfig
-from transformer.training import TrainConfig, Trainer
+from transformer.models.encoder_decoder import ModelConfig
+from transformer.training.trainer import TrainConfig, Trainer
 
 
 @pytest.fixture(scope="module")

@@ -77,10 +77,10 @@ def test_the_notebooks_the_readme_counts_are_the_ones_there():
 @pytest.mark.parametrize("fmt", ["safetensors"])
 def test_dates_export_points_at_a_script_that_loads_its_file(tmp_path, capsys, fmt):
     import minigrad
-    from transformer.checkpoint import save_checkpoint
-    from transformer.config import ModelConfig
-    from transformer.export import main
-    from transformer.model import Transformer
+    from transformer.files.checkpoint import save_checkpoint
+    from transformer.models.config import ModelConfig
+    from transformer.commands.export import main
+    from transformer.models.encoder_decoder import Transformer
     minigrad.manual_seed(0)
     model = Transformer(ModelConfig(d_model=8, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=16))
     save_checkpoint(str(tmp_path / "model.npz"), model.state_dict(), {}, {"model_config": model.config.to_dict()})

@@ -1,9 +1,9 @@
 """The same --seed gives the same run on any load.
 
-OpenBLAS's last bits depend on its thread count (``transformer/threads.py``), so training
+OpenBLAS's last bits depend on its thread count (``transformer/parallel/threads.py``), so training
 keeps one BLAS thread unless told otherwise and its thread policy only chooses whether
 the batch's two fixed halves run one after the other or side by side
-(``transformer/data_parallel.py``): nothing a busy machine changes (timing, the policy's
+(``transformer/parallel/data_parallel.py``): nothing a busy machine changes (timing, the policy's
 choices) can reach the numbers. These tests run without the suite's own
 ``MINIGRAD_BLAS_THREADS=1`` (conftest.py), as a user's run would, with and without a
 busy process beside them.
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from transformer import threads
+from transformer.parallel import threads
 
 REPO = Path(__file__).resolve().parents[1]
 TIMING = ("seconds", "tokens_per_s", "elapsed", "workers")   # what the load may change: speed only

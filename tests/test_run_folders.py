@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from transformer import cli
-from transformer.export import main as export_main
-from transformer.run_dir import LOCK_NAME, default_checkpoint, next_free_run_folder
+from transformer.commands import dates as cli
+from transformer.commands.export import main as export_main
+from transformer.files.run_dir import LOCK_NAME, default_checkpoint, next_free_run_folder
 from viz.heatmaps import curves_main
 
 TINY = ["--d-model", "16", "--heads", "2", "--layers", "1", "--d-ff", "32", "--batch-size", "8",

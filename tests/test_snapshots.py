@@ -14,13 +14,14 @@ import numpy as np
 import pytest
 
 import minigrad
-from transformer import cli, next_word_cli
-from transformer.config import DecoderOnlyConfig, ModelConfig
+from transformer.commands import dates as cli
+from transformer.commands import next_word as next_word_cli
+from transformer.models.config import DecoderOnlyConfig, ModelConfig
 from transformer.decoding import inference
-from transformer.next_word import NextWordTrainer, default_model_config, default_train_config
-from transformer.snapshots import (SNAPSHOTS_NAME, AttentionSnapshots, SnapshotError, attention_modules,
+from transformer.training.next_word import NextWordTrainer, default_model_config, default_train_config
+from transformer.training.snapshots import (SNAPSHOTS_NAME, AttentionSnapshots, SnapshotError, attention_modules,
                                    load_snapshots, snapshots_beside)
-from transformer.training import Trainer, TrainConfig
+from transformer.training.trainer import Trainer, TrainConfig
 
 TINY = dict(d_model=16, num_heads=2, d_ff=32)
 TINY_TRAIN = dict(batch_size=8, schedule="constant", warmup=2, target_accuracy=0)

@@ -1,11 +1,11 @@
-"""The BLAS thread policy (transformer.threads): which count it picks when, fed synthetic step
+"""The BLAS thread policy (transformer.parallel.threads): which count it picks when, fed synthetic step
 times (no real timing here), the environment override, that the limit really reaches BLAS,
 and that training gives the same results with one thread and with two."""
 import numpy as np
 import pytest
 
-from transformer import threads
-from transformer.threads import AdaptiveThreads, TrainingThreads, blas_setting, blas_threads, decoding_threads
+from transformer.parallel import threads
+from transformer.parallel.threads import AdaptiveThreads, TrainingThreads, blas_setting, blas_threads, decoding_threads
 
 QUIET = {1: 0.082, 2: 0.068}       # step seconds on a quiet 2-core machine (measured 2026-11-23)
 ONE_BUSY = {1: 0.077, 2: 0.150}    # ... with one busy background process
@@ -180,9 +180,9 @@ def test_decoding_uses_one_thread_unless_forced(monkeypatch, setting, expected):
 
 @needs_blas
 def test_every_decoder_runs_inside_the_decoding_limit(monkeypatch):
-    from transformer.config import ModelConfig
+    from transformer.models.config import ModelConfig
     from transformer.decoding import inference
-    from transformer.model import Transformer
+    from transformer.models.encoder_decoder import Transformer
     monkeypatch.delenv(threads.ENV_VAR, raising=False)
     model = Transformer(ModelConfig(d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=32))
     with inference(model):                          # greedy, sampling and beam search all decode inside it
@@ -214,7 +214,7 @@ def test_training_threads_step_applies_the_chosen_count_and_reports_the_time(mon
 def train_default_model(count, steps=3):
     """Default config, batch 128: the products have 1,536 and 2,432 rows, big enough for OpenBLAS to
     split them between threads. Returns the losses, the first step's gradients and the final weights."""
-    from transformer.training import TrainConfig, Trainer
+    from transformer.training.trainer import TrainConfig, Trainer
     trainer = Trainer(train_config=TrainConfig(steps=steps, eval_every=0, checkpoint_every=0))
     losses, first_gradients = [], None
     with blas_threads(count):

@@ -41,7 +41,7 @@ def test_profile_step_zero_is_refused(tmp_path, capsys):
 def test_the_hook_profiles_step_n_only_and_prints_its_table(tmp_path, capsys, monkeypatch):
     """Against the API (a context manager whose result has .table()), with a stand-in profiler:
     the hook point works before the real one is merged."""
-    from transformer.training import Trainer
+    from transformer.training.trainer import Trainer
     profiled_steps, real_step = [], Trainer.train_step
 
     class StandIn:

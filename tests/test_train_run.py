@@ -21,11 +21,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from transformer import cli, training
-from transformer.checkpoint import load_checkpoint
-from transformer.run_dir import LOCK_NAME
-from transformer.stopping import TargetStop
-from transformer.training import Trainer
+from transformer.commands import dates as cli
+
+from transformer.training import trainer as training
+from transformer.files.checkpoint import load_checkpoint
+from transformer.files.run_dir import LOCK_NAME
+from transformer.training.stopping import TargetStop
+from transformer.training.trainer import Trainer
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = ["--d-model", "16", "--heads", "2", "--layers", "1", "--d-ff", "32", "--batch-size", "8",

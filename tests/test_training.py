@@ -1,4 +1,4 @@
-"""Tests for transformer.training and transformer.checkpoint: one training step, the run
+"""Tests for transformer.training.trainer and transformer.files.checkpoint: one training step, the run
 loop and its log, checkpoints (round trip, pickle-free, atomic, clear errors on corrupt
 files) and that a resumed run continues exactly as the uninterrupted run, plus one slow
 end-to-end test that the model actually learns the date task.
@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 import minigrad
-from transformer.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from transformer.config import ModelConfig
-from transformer.dates import PAD
-from transformer.training import TrainConfig, Trainer, load_model
+from transformer.files.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from transformer.models.config import ModelConfig
+from transformer.tasks.dates import PAD
+from transformer.training.trainer import TrainConfig, Trainer, load_model
 
 TINY = dict(d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=32)
 

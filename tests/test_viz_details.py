@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from minigrad import Tensor
-from transformer.attention import causal_mask, padding_mask
-from transformer.checkpoint import save_checkpoint
-from transformer.dates import PAD, encode
+from transformer.models.attention import causal_mask, padding_mask
+from transformer.files.checkpoint import save_checkpoint
+from transformer.tasks.dates import PAD, encode
 from viz import draw_graph, render
 from viz.attention_graph import build_attention_graph
 from viz.attention_graph import main as graph_main

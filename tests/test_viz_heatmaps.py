@@ -107,7 +107,7 @@ def test_heatmap_cli(tmp_path, capsys):
 
 
 def test_checkpoint_models_are_loaded_not_recreated(tmp_path, model):
-    from transformer.checkpoint import save_checkpoint
+    from transformer.files.checkpoint import save_checkpoint
     path = str(tmp_path / "model.npz")
     save_checkpoint(path, model.state_dict(), {}, {"model_config": model.config.to_dict()})
     loaded = load_or_create_model(checkpoint=path, seed=123)

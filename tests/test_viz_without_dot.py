@@ -8,7 +8,7 @@ shows its DOT source and the hint instead of raising.
 import pytest
 
 from minigrad import Tensor
-from transformer.output_folder import make_output_folder
+from transformer.files.output_folder import make_output_folder
 from viz import draw_graph
 from viz.attention_graph import main as attention_graph_main
 from viz.backward_animation import main as animation_main

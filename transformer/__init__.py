@@ -20,11 +20,11 @@ on the same task and on next-word prediction in a generated language.
     next_word.py   next-word prediction: NextWordTrainer (per-kind held-out accuracy), complete
     next_word_cli.py  next-word-train, next-word-complete
 """
-from .attention import (CrossAttention, MultiHeadAttention, SelfAttention, causal_mask, padding_mask,
+from transformer.models.attention import (CrossAttention, MultiHeadAttention, SelfAttention, causal_mask, padding_mask,
                         scaled_dot_product_attention)
-from .config import DecoderOnlyConfig, ModelConfig, model_config_from_dict
-from .decoding import beam_search, greedy_decode, sample_decode
-from .decoder_only import DecoderOnlyTransformer
-from .layers import DecoderLayer, DecoderOnlyLayer, EncoderLayer, FeedForward
-from .model import Transformer
-from .positional import sinusoidal_encoding
+from transformer.models.config import DecoderOnlyConfig, ModelConfig, model_config_from_dict
+from transformer.decoding import beam_search, greedy_decode, sample_decode
+from transformer.models.decoder_only import DecoderOnlyTransformer
+from transformer.models.layers import DecoderLayer, DecoderOnlyLayer, EncoderLayer, FeedForward
+from transformer.models.encoder_decoder import Transformer
+from transformer.models.positional import sinusoidal_encoding

@@ -5,7 +5,7 @@ the date's characters through its blocks) and then add one token at a time with 
 key/value caches (``decoding_steps``; the first token fed is ``<sos>``, which for the
 decoder-only model is the separator before the answer), stop a sequence at
 ``<eos>`` and run under ``no_grad`` in eval mode, with BLAS on one thread unless
-``MINIGRAD_BLAS_THREADS`` says otherwise (``transformer.threads.decoding_threads``:
+``MINIGRAD_BLAS_THREADS`` says otherwise (``transformer.parallel.threads.decoding_threads``:
 one new token per sequence makes products too small to gain much from a second
 thread, and on a busy machine that thread stalls). They return token ids (B, max_len) padded with ``<pad>`` after
 ``<eos>``; ``dates.decode_batch`` turns them into strings.
@@ -16,10 +16,10 @@ import numpy as np
 
 from minigrad import Tensor, no_grad
 from minigrad import functional as F
-from .threads import decoding_threads
+from transformer.parallel.threads import decoding_threads
 
-from .dates import EOS, PAD, SOS, TGT_LEN
-from .decoder_only import DecoderOnlyTransformer
+from transformer.tasks.dates import EOS, PAD, SOS, TGT_LEN
+from transformer.models.decoder_only import DecoderOnlyTransformer
 
 MAX_OUTPUT = TGT_LEN - 1   # <sos> is given, so at most 19 tokens follow it
 MAX_BEAM = 100             # widest beam: wider than the vocabulary (68), so a full-width beam fits;

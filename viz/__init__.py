@@ -14,7 +14,7 @@
     inputs.py           which model to draw (the newest finished run's checkpoint, one given, or an
                         untrained one) and one date's token ids
 
-Every file they write goes through transformer/output_file.py: atomically, and never over a
+Every file they write goes through transformer/files/output_file.py: atomically, and never over a
 checkpoint, a log or a file of another kind (an earlier output of their own needs --force).
 """
 from .graph import draw_graph

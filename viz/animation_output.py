@@ -14,7 +14,7 @@ import subprocess
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
-from transformer.output_file import atomic_output, check_outputs, write_output
+from transformer.files.output_file import atomic_output, check_outputs, write_output
 
 from .render import RenderedPaths, dot_missing_message, have_dot
 
@@ -34,7 +34,7 @@ def write_animation(frames, out_stem, formats=("gif", "html"), dpi=72, frame_ms=
     frame's graph, one after another: ``dot -Tsvg -O`` renders them) and, as ``render`` does, says
     how to install it (on stderr unless ``quiet``, and as the returned list's ``.message``).
     Each file is written atomically; one that exists is replaced only with ``force`` and only if
-    it is of the same kind (``transformer.output_file``).
+    it is of the same kind (``transformer.files.output_file``).
     """
     if not frames:
         raise ValueError("no frames: backward processed no op (is the root a leaf?)")

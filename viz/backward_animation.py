@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from minigrad import Tensor, autograd_steps
-from transformer.console import Parser, console_script, path_argument
-from transformer.output_file import add_force_option
+from transformer.commands.console import Parser, console_script, path_argument
+from transformer.files.output_file import add_force_option
 
 from .animation_output import write_animation
 from .details import NOT_ARRIVED, first_values, norm, tooltip_text
@@ -236,8 +236,8 @@ def _model_options_given(args) -> list:
 @console_script
 @on_numpy_twins
 def main(argv=None) -> int:
-    from transformer.checkpoint import CheckpointError
-    from transformer.dates import DateError
+    from transformer.files.checkpoint import CheckpointError
+    from transformer.tasks.dates import DateError
 
     args = _parser().parse_args(argv)
     try:

@@ -21,13 +21,13 @@ from typing import NamedTuple
 import numpy as np
 from matplotlib.figure import Figure
 
-from transformer.checkpoint import CheckpointError
-from transformer.console import Parser, console_script, path_argument
-from transformer.dates import DateError, decode
+from transformer.files.checkpoint import CheckpointError
+from transformer.commands.console import Parser, console_script, path_argument
+from transformer.tasks.dates import DateError, decode
 from transformer.decoding import inference
-from transformer.output_file import add_force_option, atomic_output, check_outputs
-from transformer.output_folder import make_output_folder
-from transformer.run_dir import LOG_NAME, RunFolderError, default_checkpoint, log_lines
+from transformer.files.output_file import add_force_option, atomic_output, check_outputs
+from transformer.files.output_folder import make_output_folder
+from transformer.files.run_dir import LOG_NAME, RunFolderError, default_checkpoint, log_lines
 
 from .inputs import (UNTRAINED, add_model_arguments, attention_kinds, decoder_input_from_greedy, is_decoder_only,
                      model_from_args, model_inputs, on_numpy_twins, source_ids, token_labels)
@@ -145,7 +145,7 @@ def save_attention_heatmaps(model, date: str, out_dir=".", prefix="attention", d
     """Write ``<prefix>_<kind>.png`` for each kind the model has (the encoder-decoder three, the
     decoder-only model ``decoder-self``); returns kind -> SavedFigure.
 
-    An existing PNG is replaced only with ``force`` (``transformer.output_file``)."""
+    An existing PNG is replaced only with ``force`` (``transformer.files.output_file``)."""
     paths = heatmap_paths(out_dir, prefix, attention_kinds(model))
     make_output_folder(out_dir, "--out-dir")
     check_outputs(paths.values(), force, "--out-dir or --prefix")
@@ -191,7 +191,7 @@ def read_training_log(log_jsonl) -> dict:
 
 def _batch_estimate(log, window=4):
     """(steps, %) of the training batches' teacher-forced exact match, averaged over the last
-    ``window`` batches as the stopping rule does (``transformer.stopping``): every step logs
+    ``window`` batches as the stopping rule does (``transformer.training.stopping``): every step logs
     it for free, so a default run's curve is readable though it decodes held-out dates once."""
     pairs = [(s, m) for s, m in zip(log["steps"], log["batch_exact_match"]) if m is not None]
     values = np.array([m for _, m in pairs], dtype=float)
@@ -204,7 +204,7 @@ def _batch_estimate(log, window=4):
 def plot_training_curves(log_jsonl, out_png, dpi=DPI, force=True) -> SavedFigure:
     """Two panels: training loss per step (log scale) and held-out exact match per eval.
 
-    An existing PNG at ``out_png`` is replaced only with ``force`` (``transformer.output_file``);
+    An existing PNG at ``out_png`` is replaced only with ``force`` (``transformer.files.output_file``);
     a path without an extension gets .png, as matplotlib would give it."""
     out_png = os.fspath(out_png)
     if not os.path.splitext(out_png)[1]:

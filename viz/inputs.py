@@ -18,14 +18,14 @@ from dataclasses import dataclass
 import numpy as np
 
 import minigrad
-from transformer.config import ModelConfig
-from transformer.console import path_argument
-from transformer.dates import EOS, SOS, VOCAB, encode, parse_iso_date, translate_reference
-from transformer.decoder_only import DecoderOnlyTransformer
+from transformer.models.config import ModelConfig
+from transformer.commands.console import path_argument
+from transformer.tasks.dates import EOS, SOS, VOCAB, encode, parse_iso_date, translate_reference
+from transformer.models.decoder_only import DecoderOnlyTransformer
 from transformer.decoding import greedy_decode
-from transformer.limits import check_model_size
-from transformer.run_dir import default_checkpoint as newest_checkpoint
-from transformer.model import Transformer
+from transformer.commands.limits import check_model_size
+from transformer.files.run_dir import default_checkpoint as newest_checkpoint
+from transformer.models.encoder_decoder import Transformer
 
 
 DEFAULT_CHECKPOINT = os.path.join("runs", "dates", "model.npz")
@@ -75,7 +75,7 @@ def choose_model(checkpoint=None, untrained=False, seed=None, d_model=None, head
     ``run_dir.default_checkpoint``) if it exists and no fresh model was asked for; else a fresh
     seeded model, announced in one line (``say``, default: print to stderr).
 
-    Raises transformer.checkpoint.CheckpointError for a bad checkpoint, and
+    Raises transformer.files.checkpoint.CheckpointError for a bad checkpoint, and
     ValueError when a checkpoint and --untrained are both given.
     """
     say = say or (lambda line: print(line, file=sys.stderr))
@@ -110,7 +110,7 @@ def load_or_create_model(checkpoint=None, seed=0, d_model=None, heads=None, laye
         if any(v is not None for v in (d_model, heads, layers)):
             print("note: --d-model/--heads/--layers apply to a fresh model; the checkpoint's shape is used",
                   file=sys.stderr)
-        from transformer.training import load_model
+        from transformer.training.trainer import load_model
         return load_model(checkpoint)
     defaults = ModelConfig()
     d_model = d_model or defaults.d_model
@@ -131,7 +131,7 @@ def _default_heads(d_model, heads):
 
 
 def source_ids(date: str) -> np.ndarray:
-    """'1676-11-30' -> (1, 12) ids; raises transformer.dates.DateError for a bad date."""
+    """'1676-11-30' -> (1, 12) ids; raises transformer.tasks.dates.DateError for a bad date."""
     parse_iso_date(date)
     return encode(date)[None, :].astype(np.int64)
 

@@ -13,8 +13,8 @@ import sys
 
 import graphviz
 
-from transformer.console import EXIT_CODES
-from transformer.output_file import check_outputs, write_output
+from transformer.commands.console import EXIT_CODES
+from transformer.files.output_file import check_outputs, write_output
 
 INSTALL_HINT = ("install Graphviz (apt-get install graphviz | brew install graphviz | "
                 "conda install -c conda-forge python-graphviz)")
@@ -39,7 +39,7 @@ def render(digraph, path_stem, formats=("svg",), quiet=False, force=True) -> lis
     .dot is still written and one line says how to install it (on stderr unless
     ``quiet``); the message is also attached to the returned list as ``.message``.
     Every file is written atomically; one that exists is replaced only with ``force``, and only
-    if it is of the same kind (``transformer.output_file``): all are checked before any is written.
+    if it is of the same kind (``transformer.files.output_file``): all are checked before any is written.
     """
     path_stem = os.fspath(path_stem)
     dot_path = path_stem + ".dot"

@@ -21,12 +21,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from minigrad import Tensor
-from transformer.attention import padding_mask, scaled_dot_product_attention
-from transformer.checkpoint import CheckpointError
-from transformer.console import Parser, console_script
-from transformer.dates import PAD, DateError
+from transformer.models.attention import padding_mask, scaled_dot_product_attention
+from transformer.files.checkpoint import CheckpointError
+from transformer.commands.console import Parser, console_script
+from transformer.tasks.dates import PAD, DateError
 from transformer.decoding import inference
-from transformer.positional import sinusoidal_encoding
+from transformer.models.positional import sinusoidal_encoding
 
 from .inputs import (add_model_arguments, model_from_args, on_numpy_twins, require_encoder_decoder, source_ids,
                      token_labels)

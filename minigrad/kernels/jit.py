@@ -22,7 +22,7 @@ def jit(**options):
     (a third of the fused attention's time went to it), so a kernel allocates nothing (its
     caller passes outputs and scratch) and returns no new array. nogil: a kernel touches only
     the arrays it is given, so two threads may run kernels at once (the data-parallel halves
-    of a training step, ``transformer/data_parallel.py``).
+    of a training step, ``transformer/parallel/data_parallel.py``).
     """
     options = {"nogil": True, "error_model": "numpy", "_nrt": False, **options}
 

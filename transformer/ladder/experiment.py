@@ -1,7 +1,7 @@
 """Train every rung on the same data with the same budget, and score it per sentence kind.
 
 ``run_ladder(config)`` -> ``LadderResult``: for each rung its held-out next-word accuracy per
-kind (``transformer.language``), one held-out sentence it gets wrong with its prediction
+kind (``transformer.tasks.language``), one held-out sentence it gets wrong with its prediction
 and the reason, and its T x T weights on a few probe sentences. Each rung is seeded alike
 (``config.seed``: the split, the batches, the initial weights) and runs with one BLAS
 thread, so a rung's numbers do not depend on the machine's load or on ``jobs``; with
@@ -21,8 +21,8 @@ import minigrad
 from minigrad import functional as F
 from minigrad import optim
 
-from ..language import KINDS, VOCAB, Language, encode_batch
-from .rungs import RUNGS, FullBlock
+from transformer.tasks.language import KINDS, VOCAB, Language, encode_batch
+from transformer.ladder.rungs import RUNGS, FullBlock
 
 MAX_LEN = 18        # the longest sentence (17 words) + <bos>
 # Recall is the slowest kind to learn (two blocks must first find the name asked about, then

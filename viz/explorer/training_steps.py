@@ -1,7 +1,7 @@
 """The attention snapshots of the checkpoint's run, for the page's training-step slider.
 
 ``dates-train --snapshot-every N`` records every attention module's weights on a probe date
-while the run trains (``transformer.snapshots``). The page shows them under a slider from the
+while the run trains (``transformer.training.snapshots``). The page shows them under a slider from the
 first recorded step to the last, each module's mask and tokens those of the probe date (a mask
 depends on the input only, never on the weights).
 """
@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from transformer.snapshots import PROBE_DATE, load_snapshots
+from transformer.training.snapshots import PROBE_DATE, load_snapshots
 
 from .attention_maps import attention_maps
 from .step import encode

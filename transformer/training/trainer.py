@@ -24,20 +24,20 @@ import minigrad
 from minigrad import functional as F
 from minigrad import optim
 from minigrad.flat import FlatParameters
-from . import data_parallel, half_process
-from .threads import TrainingThreads, blas_threads as limited_blas
+from transformer.parallel import data_parallel, half_process
+from transformer.parallel.threads import TrainingThreads, blas_threads as limited_blas
 
-from .checkpoint import CheckpointError, check_savable, load_checkpoint, save_checkpoint
-from .config import DecoderOnlyConfig, ModelConfig, model_config_from_dict
-from .dates import PAD, PROMPT_LEN, DateDataset, join_for_decoder_only
-from .decoder_only import IGNORE, DecoderOnlyTransformer
-from .evaluation import evaluate
-from .interrupt import GracefulInterrupt
-from .model import Transformer
-from .run_dir import CHECKPOINT_NAME, LOG_NAME
-from .session import CheckpointCadence, ProgressBar, TrainingClock, TrainingLog, step_profile
-from .snapshots import SNAPSHOTS_NAME, AttentionSnapshots
-from .stopping import TargetStop
+from transformer.files.checkpoint import CheckpointError, check_savable, load_checkpoint, save_checkpoint
+from transformer.models.config import DecoderOnlyConfig, ModelConfig, model_config_from_dict
+from transformer.tasks.dates import PAD, PROMPT_LEN, DateDataset, join_for_decoder_only
+from transformer.models.decoder_only import IGNORE, DecoderOnlyTransformer
+from transformer.training.evaluation import evaluate
+from transformer.training.interrupt import GracefulInterrupt
+from transformer.models.encoder_decoder import Transformer
+from transformer.files.run_dir import CHECKPOINT_NAME, LOG_NAME
+from transformer.training.session import CheckpointCadence, ProgressBar, TrainingClock, TrainingLog, step_profile
+from transformer.training.snapshots import SNAPSHOTS_NAME, AttentionSnapshots
+from transformer.training.stopping import TargetStop
 
 SCHEDULES = ("plateau", "cosine", "inverse_sqrt", "constant")
 
@@ -193,7 +193,7 @@ class Trainer:
     # ----------------------------------------------------------------- steps
     def train_step(self, workers: int = 1) -> dict:
         """One optimizer step over a fresh batch, its two fixed halves on ``workers`` workers (1 or 2:
-        the same numbers either way, ``transformer/data_parallel.py``); the second worker is the
+        the same numbers either way, ``transformer/parallel/data_parallel.py``); the second worker is the
         forked process of ``start_half_process()`` if one runs, else a thread."""
         batch = self.sample_batch()
         lr = self.optimizer.lr
@@ -240,7 +240,7 @@ class Trainer:
                 self.start_half_process()
 
     def start_half_process(self) -> bool:
-        """Run the second half of two-worker steps in a forked process (``transformer/half_process.py``)
+        """Run the second half of two-worker steps in a forked process (``transformer/parallel/half_process.py``)
         from now on; False where it cannot (not Linux, ``MINIGRAD_SECOND_HALF=thread``, dropout): the
         halves stay on threads. The child has the trainer as it is now; only the parameters' values
         follow it."""
@@ -269,12 +269,12 @@ class Trainer:
         Ctrl-C or SIGTERM: the current step finishes, a checkpoint of it is saved and
         ``TrainingInterrupted`` (a KeyboardInterrupt) is raised. ``profile_step``: that step
         runs inside ``minigrad.profile()`` and its table is printed. ``blas_threads``: a count
-        or ``"auto"`` (``transformer.threads.TrainingThreads``; default one thread, repeatable).
+        or ``"auto"`` (``transformer.parallel.threads.TrainingThreads``; default one thread, repeatable).
         """
         log_path = log_path or os.path.join(self.out_dir, LOG_NAME)
         checkpoints = CheckpointCadence(self, checkpoint_path or os.path.join(self.out_dir, CHECKPOINT_NAME))
         clock = TrainingClock(self.elapsed)
-        blas = TrainingThreads(blas_threads)       # BLAS threads per step (transformer/threads.py)
+        blas = TrainingThreads(blas_threads)       # BLAS threads per step (transformer/parallel/threads.py)
         snapshots = AttentionSnapshots(self, self.config.snapshot_every, os.path.join(self.out_dir, SNAPSHOTS_NAME))
         stop = self.stopper.confirmed(self.step)   # a finished run resumed: nothing to train
         try:

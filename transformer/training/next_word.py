@@ -27,11 +27,11 @@ import numpy as np
 
 from minigrad import functional as F
 
-from . import language
-from .config import DecoderOnlyConfig
-from .decoder_only import IGNORE, DecoderOnlyTransformer
-from .decoding import inference, sampler
-from .training import TrainConfig, Trainer
+from transformer.tasks import language
+from transformer.models.config import DecoderOnlyConfig
+from transformer.models.decoder_only import IGNORE, DecoderOnlyTransformer
+from transformer.decoding import inference, sampler
+from transformer.training.trainer import TrainConfig, Trainer
 
 LANGUAGE_SEED = 0          # the language's train/held-out split: the same for every run
 EVAL_PER_KIND = 200        # held-out sentences per kind in an evaluation

@@ -18,7 +18,7 @@ import stat
 import sys
 import time
 
-from .output_folder import make_output_folder
+from transformer.files.output_folder import make_output_folder
 
 CHECKPOINT_NAME = "model.npz"
 LOG_NAME = "train_log.jsonl"

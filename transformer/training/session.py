@@ -12,7 +12,7 @@ step lives here:
 The attention snapshots (``--snapshot-every``) are an observer of the same kind, in
 ``snapshots.AttentionSnapshots``.
 
-The thread policy is ``transformer.threads.TrainingThreads``, the interrupt
+The thread policy is ``transformer.parallel.threads.TrainingThreads``, the interrupt
 ``interrupt.GracefulInterrupt``, the evaluation cadence and stopping rule
 ``Trainer._evaluation_due`` and ``stopping.TargetStop``.
 """
@@ -25,8 +25,8 @@ import numpy as np
 
 import minigrad
 
-from .interrupt import TrainingInterrupted
-from .run_dir import LOG_NAME, cut_log
+from transformer.training.interrupt import TrainingInterrupted
+from transformer.files.run_dir import LOG_NAME, cut_log
 
 
 class TrainingClock:

@@ -41,11 +41,11 @@ import numpy as np
 from minigrad import Tensor, nn
 from minigrad import functional as F
 
-from .attention import causal_mask
-from .config import DecoderOnlyConfig
-from .layers import DecoderOnlyLayer
-from .model import _check_ids, xavier_init
-from .positional import LearnedPositions, SinusoidalPositions
+from transformer.models.attention import causal_mask
+from transformer.models.config import DecoderOnlyConfig
+from transformer.models.layers import DecoderOnlyLayer
+from transformer.models.encoder_decoder import _check_ids, xavier_init
+from transformer.models.positional import LearnedPositions, SinusoidalPositions
 
 IGNORE = -1        # a target with nothing to predict (prompt, padding): no loss, no gradient
 

@@ -12,7 +12,7 @@ d_model 64, 2 layers, batches of 128) and low enough that what passes fits in a 
 """
 import argparse
 
-from .dates import TGT_LEN
+from transformer.tasks.dates import TGT_LEN
 
 MAX_SIZES = {"--d-model": 4096, "--d-ff": 16384, "--heads": 256, "--layers": 64, "--batch-size": 16384}
 MAX_PARAMETERS = 50_000_000

@@ -27,8 +27,8 @@ import traceback
 
 import numpy as np
 
-from . import data_parallel
-from .threads import blas_threads
+from transformer.parallel import data_parallel
+from transformer.parallel.threads import blas_threads
 
 
 ENV_VAR = "MINIGRAD_SECOND_HALF"    # "process" (the default where it can) or "thread"

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .console import EXIT_INTERRUPTED, EXIT_OUTPUT_LOST, console_script, path_argument
-from .console import Parser as _Parser
-from .console import fail as _fail
-from .limits import at_most
+from transformer.commands.console import EXIT_INTERRUPTED, EXIT_OUTPUT_LOST, console_script, path_argument
+from transformer.commands.console import Parser as _Parser
+from transformer.commands.console import fail as _fail
+from transformer.commands.limits import at_most
 
 DEFAULT_CHECKPOINT = "runs/dates/model.npz"
 DEFAULT_OUT = "runs/dates"
@@ -82,7 +82,7 @@ Ctrl-C saves the last completed step; --resume continues it exactly."""
 
 def _blas_threads(text: str):
     """argparse type: 'auto' or a thread count >= 1."""
-    from .threads import blas_setting
+    from transformer.parallel.threads import blas_setting
     try:
         return blas_setting(text)
     except ValueError as error:
@@ -90,8 +90,8 @@ def _blas_threads(text: str):
 
 
 def _train_parser():
-    from .config import ModelConfig
-    from .training import SCHEDULES, TrainConfig
+    from transformer.models.config import ModelConfig
+    from transformer.training.trainer import SCHEDULES, TrainConfig
 
     p = _Parser(prog="dates-train", description=TRAIN_DESCRIPTION)
     t = TrainConfig()
@@ -163,7 +163,7 @@ def _optimizer_options(p, t, schedules):
 
 
 def _model_options(p, m, architecture=True):
-    from .config import ARCHITECTURES
+    from transformer.models.config import ARCHITECTURES
     if architecture:
         p.add_argument("--architecture", choices=ARCHITECTURES, default=m.architecture,
                        help="encoder-decoder: the encoder reads the date, the decoder writes the answer; decoder-only: "
@@ -181,7 +181,7 @@ def _model_options(p, m, architecture=True):
 
 
 def _new_model_config(args):
-    from .config import DecoderOnlyConfig, ModelConfig
+    from transformer.models.config import DecoderOnlyConfig, ModelConfig
 
     shape = dict(d_model=args.d_model, num_heads=args.heads, d_ff=args.d_ff, dropout=args.dropout,
                  positional=args.positional)
@@ -191,8 +191,8 @@ def _new_model_config(args):
 
 
 def _new_trainer(args, out_dir):
-    from .limits import check_model_size
-    from .training import TrainConfig, Trainer
+    from transformer.commands.limits import check_model_size
+    from transformer.training.trainer import TrainConfig, Trainer
 
     model_config = _new_model_config(args)
     train_config = TrainConfig(**train_values(args))   # every number checked before any work
@@ -214,7 +214,7 @@ def train_values(args) -> dict:
 def _train_out_dir(args, default_out=DEFAULT_OUT) -> str:
     """--out; with --resume the checkpoint's folder; else runs/dates, or when a run is already
     there the next free runs/dates-N (said in one line). An explicit --out is never changed."""
-    from .run_dir import next_free_run_folder
+    from transformer.files.run_dir import next_free_run_folder
     if args.resume:
         return args.out or os.path.dirname(os.path.abspath(args.resume))
     if args.out is not None:
@@ -239,7 +239,7 @@ class TrainingCommand:
 
 def _claim_run_folder(args, out_dir, new_trainer=_new_trainer):
     """Check the settings and the folder, and lock it: -> (lock, make_trainer or None when resuming)."""
-    from .run_dir import RunFolderError, RunLock, check_writable_folder
+    from transformer.files.run_dir import RunFolderError, RunLock, check_writable_folder
 
     if not out_dir.strip():
         raise RunFolderError("--out is empty: give a folder for the checkpoint and log")
@@ -252,8 +252,8 @@ def _claim_run_folder(args, out_dir, new_trainer=_new_trainer):
 
 def _open_trainer(args, out_dir, make_trainer, trainer_class=None):
     """The Trainer of a new run, or of the resumed one, once the folder may be written."""
-    from .run_dir import refuse_to_overwrite, remove_stale_temporaries
-    from .training import Trainer
+    from transformer.files.run_dir import refuse_to_overwrite, remove_stale_temporaries
+    from transformer.training.trainer import Trainer
     trainer_class = trainer_class or Trainer
 
     remove_stale_temporaries(out_dir)
@@ -273,7 +273,7 @@ def _open_trainer(args, out_dir, make_trainer, trainer_class=None):
 
 def _train_stopped(error, out_dir, command="dates-train") -> int:
     """The one line and exit code of a run that could not finish."""
-    from .interrupt import TrainingInterrupted
+    from transformer.training.interrupt import TrainingInterrupted
 
     if isinstance(error, TrainingInterrupted):
         print(f"interrupted at step {error.step}; checkpoint saved to {error.checkpoint}; "
@@ -291,7 +291,7 @@ def _train_stopped(error, out_dir, command="dates-train") -> int:
 
 @console_script
 def train_main(argv=None) -> int:
-    from .training import Trainer
+    from transformer.training.trainer import Trainer
 
     args = _train_parser().parse_args(argv)
     return run_training(args, TrainingCommand("dates-train", Trainer, _train_out_dir, _new_trainer,
@@ -300,9 +300,9 @@ def train_main(argv=None) -> int:
 
 def run_training(args, command: TrainingCommand) -> int:
     """A training command from its parsed options: claim the run folder, train, print the summary."""
-    from .checkpoint import CheckpointError
-    from .run_dir import RunFolderError
-    from .session import profiler_available
+    from transformer.files.checkpoint import CheckpointError
+    from transformer.files.run_dir import RunFolderError
+    from transformer.training.session import profiler_available
 
     if args.profile is not None and not profiler_available():
         return _fail("--profile needs minigrad.profile(), which this version of minigrad does not have")
@@ -361,8 +361,8 @@ def _print_summary(summary, trainer, wall):
     print(f"steps {summary['steps']}, wall time {wall:.1f} s" + (f", median step {median:.1f} ms" if median else ""))
     for source, predicted, expected in summary["wrong"]:
         print(f"  wrong: {source} -> {predicted!r} (expected {expected!r})")
-    from .dates import SRC_LEN, decode_batch, encode_batch
-    from .decoding import greedy_decode
+    from transformer.tasks.dates import SRC_LEN, decode_batch, encode_batch
+    from transformer.decoding import greedy_decode
     examples = ["1845-01-05", "1996-09-08", "2023-02-28", "1000-01-01", "2999-12-31"]
     for source, output in zip(examples, decode_batch(greedy_decode(trainer.model, encode_batch(examples, SRC_LEN)))):
         print(f"  {source} -> {output}")
@@ -375,7 +375,7 @@ MAX_LINE = 100              # longest stdin line looked at (a date is 10 charact
 
 
 def _check_beam(beam):
-    from .decoding import MAX_BEAM
+    from transformer.decoding import MAX_BEAM
     if beam is not None and beam < 1:
         return _fail(f"--beam must be at least 1, got {beam}")
     if beam is not None and beam > MAX_BEAM:
@@ -412,10 +412,10 @@ def _stdin_lines(stream):
 
 @console_script
 def translate_main(argv=None) -> int:
-    from .checkpoint import CheckpointError
-    from .dates import DateError, parse_iso_date
-    from .run_dir import default_checkpoint
-    from .training import load_model
+    from transformer.files.checkpoint import CheckpointError
+    from transformer.tasks.dates import DateError, parse_iso_date
+    from transformer.files.run_dir import default_checkpoint
+    from transformer.training.trainer import load_model
 
     args = _translate_parser().parse_args(argv)
     if not args.dates and sys.stdin is None:
@@ -475,7 +475,7 @@ def _check_decoding_options(args):
 
 
 def _translate_stdin(translate) -> int:
-    from .dates import DateError, parse_iso_date
+    from transformer.tasks.dates import DateError, parse_iso_date
     return read_stdin(translate, parse_iso_date, DateError, "dates")
 
 
@@ -511,8 +511,8 @@ def read_stdin(handle, check, error_type, what: str, batch_size: int = STDIN_BAT
 
 def _translator(model, args):
     """texts -> their translations printed, with the decoding the options ask for."""
-    from .dates import SRC_LEN, decode_batch, encode_batch
-    from .decoding import beam_search, greedy_decode, sample_decode
+    from transformer.tasks.dates import SRC_LEN, decode_batch, encode_batch
+    from transformer.decoding import beam_search, greedy_decode, sample_decode
     rng = np.random.default_rng(args.seed)
 
     rows = max(1, STDIN_BATCH // (args.beam or 1))    # a beam search decodes --beam copies of each row
@@ -537,11 +537,11 @@ def _translator(model, args):
 # ---------------------------------------------------------------- evaluate
 @console_script
 def evaluate_main(argv=None) -> int:
-    from .checkpoint import CheckpointError
-    from .dates import DateDataset
-    from .evaluation import evaluate
-    from .run_dir import default_checkpoint
-    from .training import load_model
+    from transformer.files.checkpoint import CheckpointError
+    from transformer.tasks.dates import DateDataset
+    from transformer.training.evaluation import evaluate
+    from transformer.files.run_dir import default_checkpoint
+    from transformer.training.trainer import load_model
 
     p = _Parser(prog="dates-evaluate", description="Accuracy on the 2,000 held-out dates.")
     p.add_argument("--checkpoint", default=None, type=path_argument,

@@ -60,7 +60,7 @@ class Parser(argparse.ArgumentParser):
 
     def parse_args(self, args=None, namespace=None):
         parsed = super().parse_args(args, namespace)
-        from .threads import blas_setting
+        from transformer.parallel.threads import blas_setting
         try:
             setting = blas_setting()   # a bad MINIGRAD_BLAS_THREADS: one line now, not a traceback mid-run
         except ValueError as error:
@@ -134,7 +134,7 @@ class _GuardedOutput:
 
 
 def _stdout_lost(error):
-    from .interrupt import request_stop
+    from transformer.training.interrupt import request_stop
     if not request_stop():               # a training run saves its last step first, then stops
         raise OutputLost(error)
 

@@ -13,11 +13,11 @@ import numpy as np
 
 from minigrad import Tensor, nn, rng
 
-from .attention import PACKED_PROJECTIONS, causal_mask, padding_mask
-from .config import ModelConfig
-from .dates import PAD
-from .layers import DecoderLayer, EncoderLayer
-from .positional import LearnedPositions, SinusoidalPositions
+from transformer.models.attention import PACKED_PROJECTIONS, causal_mask, padding_mask
+from transformer.models.config import ModelConfig
+from transformer.tasks.dates import PAD
+from transformer.models.layers import DecoderLayer, EncoderLayer
+from transformer.models.positional import LearnedPositions, SinusoidalPositions
 
 
 class Encoder(nn.Module):

@@ -12,7 +12,7 @@ and ``num_parameters()`` says how big the model would be without building it.
 """
 from dataclasses import asdict, dataclass, fields
 
-from .dates import DECODER_ONLY_LEN, SRC_LEN, TGT_LEN, VOCAB_SIZE
+from transformer.tasks.dates import DECODER_ONLY_LEN, SRC_LEN, TGT_LEN, VOCAB_SIZE
 
 MAX_POSITIONS = 4096          # max_len cap: the sinusoidal table is max_len x d_model
 MAX_VOCAB = 100_000           # vocab_size cap of a decoder-only model (the embedding is vocab x d_model)

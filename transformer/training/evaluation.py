@@ -1,8 +1,8 @@
 """Held-out accuracy: exact match of whole outputs, and per-character accuracy."""
 import numpy as np
 
-from .dates import PAD, decode_batch
-from .decoding import beam_search, greedy_decode
+from transformer.tasks.dates import PAD, decode_batch
+from transformer.decoding import beam_search, greedy_decode
 
 
 def evaluate(model, src, tgt, batch_size: int = 1000, beam_size: int = 1, show_wrong: int = 5) -> dict:

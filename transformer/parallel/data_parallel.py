@@ -17,7 +17,7 @@ equals one that never switches. Two halves on threads overlap because numpy rele
 GIL inside BLAS and the Numba kernels are compiled ``nogil`` (``minigrad/kernels/jit.py``);
 the Python between them (the engine's bookkeeping) still takes turns, which is why a
 training run puts the second half in a forked process instead where it can
-(``transformer/half_process.py``: the same code on the same numbers, no GIL shared).
+(``transformer/parallel/half_process.py``: the same code on the same numbers, no GIL shared).
 
 Not shared between the halves: each builds its own graph and receives its own gradients
 (``minigrad.autograd.grad``: nothing is written to any ``.grad`` until the sum). With the

@@ -21,8 +21,8 @@ import zipfile
 from dataclasses import dataclass
 from typing import Callable
 
-from .checkpoint import _fsync_folder as fsync_folder
-from .output_folder import make_output_folder
+from transformer.files.checkpoint import _fsync_folder as fsync_folder
+from transformer.files.output_folder import make_output_folder
 
 
 class OutputRefused(ValueError):

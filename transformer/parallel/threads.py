@@ -7,7 +7,7 @@ machine's load would take another path from the same seed. Hence:
 
 - training (``TrainingThreads``) keeps BLAS at **one thread** and gets its second core
   another way: each batch is cut into two fixed halves whose forward and backward run
-  one after the other or side by side on two threads (``transformer/data_parallel.py``),
+  one after the other or side by side on two threads (``transformer/parallel/data_parallel.py``),
   with the same bits either way. By default (``auto``) the step times itself and now and
   then tries the other worker count, keeping whichever is faster (the rule is
   ``AdaptiveThreads``): two on a quiet machine, one on a busy one if a second thread

@@ -6,7 +6,7 @@
 """
 from minigrad import nn
 
-from .attention import CrossAttention, SelfAttention
+from transformer.models.attention import CrossAttention, SelfAttention
 
 
 class FeedForward(nn.Module):

@@ -31,10 +31,10 @@ import os
 
 import numpy as np
 
-from .attention import CrossAttention, SelfAttention
-from .checkpoint import write_npz_atomically
-from .decoder_only import DecoderOnlyTransformer
-from .decoding import inference
+from transformer.models.attention import CrossAttention, SelfAttention
+from transformer.files.checkpoint import write_npz_atomically
+from transformer.models.decoder_only import DecoderOnlyTransformer
+from transformer.decoding import inference
 
 SNAPSHOTS_NAME = "attention_snapshots.npz"
 PROBE_DATE = "1845-01-05"
@@ -48,7 +48,7 @@ class SnapshotError(Exception):
 # --------------------------------------------------------------------- probes
 def date_probe(model):
     """-> (model inputs, probe rows in words, {module kind: (query tokens, key tokens)})."""
-    from .dates import VOCAB, encode, translate_reference
+    from transformer.tasks.dates import VOCAB, encode, translate_reference
     answer = translate_reference(PROBE_DATE)
     src = encode(PROBE_DATE)[None].astype(np.int64)
     tgt_in = encode(answer)[None, :-1].astype(np.int64)          # <sos> + answer, as teacher forcing feeds it
@@ -66,8 +66,8 @@ def date_probe(model):
 
 def sentence_probe(model):
     """The first held-out sentence of each kind, one row each (padded to the longest)."""
-    from . import language
-    from .next_word import LANGUAGE_SEED
+    from transformer.tasks import language
+    from transformer.training.next_word import LANGUAGE_SEED
     examples = language.Language(LANGUAGE_SEED).evaluation_set(per_kind=1)
     inputs = language.encode_batch(examples).inputs
     words = np.array([[language.VOCAB[i] for i in row] for row in inputs])

@@ -40,9 +40,9 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .config import ModelConfig
-from .console import Parser, console_script, path_argument
-from .output_file import EXPORTED_NPZ, SAFETENSORS, add_force_option, atomic_output, check_output
+from transformer.models.config import ModelConfig
+from transformer.commands.console import Parser, console_script, path_argument
+from transformer.files.output_file import EXPORTED_NPZ, SAFETENSORS, add_force_option, atomic_output, check_output
 
 DEFAULT_CHECKPOINT = os.path.join("runs", "dates", "model.npz")
 FORMATS = ("safetensors", "npz")
@@ -135,9 +135,9 @@ def main(argv=None) -> int:
                              "(default: %(default)s)")
     add_force_option(parser)
     args = parser.parse_args(argv)
-    from .checkpoint import CheckpointError
-    from .run_dir import default_checkpoint
-    from .training import load_model
+    from transformer.files.checkpoint import CheckpointError
+    from transformer.files.run_dir import default_checkpoint
+    from transformer.training.trainer import load_model
     args.checkpoint = args.checkpoint or default_checkpoint()
     stem = args.checkpoint[:-4] if args.checkpoint.endswith(".npz") else args.checkpoint
     out = args.out or (stem + (".safetensors" if args.format == "safetensors" else "-torch.npz"))

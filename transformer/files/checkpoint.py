@@ -37,7 +37,7 @@ import zipfile
 
 import numpy as np
 
-from .config import model_config_from_dict
+from transformer.models.config import model_config_from_dict
 
 FORMAT_VERSION = 1
 MAX_META_BYTES = 64 * 2 ** 20     # meta.json: configs, schedule, RNG states and the evaluation history
