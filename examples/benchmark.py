@@ -51,26 +51,18 @@ def use_fused_attention(model, fused: bool):
 
 def time_training_steps(backend: str, steps: int, warmup: int = 3, fused: bool = True) -> dict:
     from minigrad import kernels
-    from transformer.parallel.threads import TrainingThreads
     from transformer.training.trainer import TrainConfig, Trainer
 
     with kernels.use_backend(backend):
         trainer = Trainer(train_config=TrainConfig(steps=steps + warmup, eval_every=0, checkpoint_every=0))
         use_fused_attention(trainer.model, fused)
-        threads = TrainingThreads()                        # as dates-train does
         times = []
-        try:
+        with trainer.gradients.running():                   # as dates-train does
             for i in range(steps + warmup):
-                workers = threads.current
-                with threads.step():
-                    start = time.perf_counter()
-                    trainer.train_step(workers)
-                    if i >= warmup:
-                        times.append(time.perf_counter() - start)
-                if i == 0:
-                    trainer.fork_second_worker(threads)
-        finally:
-            trainer.stop_half_process()
+                start = time.perf_counter()
+                trainer.train_step()
+                if i >= warmup:
+                    times.append(time.perf_counter() - start)
     return {"median_ms": 1e3 * statistics.median(times),
             "p10_ms": 1e3 * float(np.percentile(times, 10)), "p90_ms": 1e3 * float(np.percentile(times, 90))}
 

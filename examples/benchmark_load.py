@@ -156,14 +156,11 @@ class MinigradRun:
     def steps(self, count: int, max_seconds: float):
         """Step times of up to ``count`` steps, stopping early (after 5 steps) past ``max_seconds``."""
         times, start = [], time.perf_counter()
-        while len(times) < count and (len(times) < 5 or time.perf_counter() - start < max_seconds):
-            workers = self.threads.current
-            with self.threads.step():
+        with self.trainer.gradients.running(self.threads):      # as dates-train does
+            while len(times) < count and (len(times) < 5 or time.perf_counter() - start < max_seconds):
                 begin = time.perf_counter()
-                self.trainer.train_step(workers)
+                self.trainer.train_step()
                 times.append(time.perf_counter() - begin)
-            if self.trainer.step == 1:
-                self.trainer.fork_second_worker(self.threads)
         return times
 
 
@@ -203,30 +200,26 @@ def run_load_benchmark(loads, torch_python=None, torch_script=DEFAULT_TORCH_SCRI
     print(f"\n== Under load: 0..{max(loads)} busy background processes; {rounds} rounds of alternating blocks, "
           f"{steps} minigrad steps each, PyTorch {torch_steps} steps ({torch_steps // 3} skipped) ==")
     runs = {v: MinigradRun(v) for v in variants if v != "torch"}
-    try:
-        for run in runs.values():
-            run.steps(3, max_block_seconds)                   # compile, warm up, let auto leave its warm-up
-        decode_src = DateDataset().test_src[:decode_dates]
-        decode_model = Transformer()                          # untrained: always decodes all 19 tokens
-        for setting in runs:
-            decode_rate(setting, decode_model, decode_src[:10])
-        results = {}
-        for load in loads:
-            blocks = {v: [] for v in variants}
-            with BusyProcesses(load, spin_seconds):
-                time.sleep(0.3)
-                busy = other_runnable_threads()
-                for round_ in range(rounds):
-                    for variant in (variants if round_ % 2 == 0 else variants[::-1]):
-                        blocks[variant].append(_block(variant, runs, steps, max_block_seconds, decode_model,
-                                                      decode_src, torch_python, torch_script, torch_steps))
-            results[load] = {v: _summarise(b) for v, b in blocks.items()}
-            results[load]["other_runnable"] = busy
-            _print_level(load, results[load], variants, runs)
-        _print_targets(results, loads, variants)
-    finally:
-        for run in runs.values():        # the auto run's second-half process
-            run.trainer.stop_half_process()
+    for run in runs.values():
+        run.steps(3, max_block_seconds)                   # compile, warm up, let auto leave its warm-up
+    decode_src = DateDataset().test_src[:decode_dates]
+    decode_model = Transformer()                          # untrained: always decodes all 19 tokens
+    for setting in runs:
+        decode_rate(setting, decode_model, decode_src[:10])
+    results = {}
+    for load in loads:
+        blocks = {v: [] for v in variants}
+        with BusyProcesses(load, spin_seconds):
+            time.sleep(0.3)
+            busy = other_runnable_threads()
+            for round_ in range(rounds):
+                for variant in (variants if round_ % 2 == 0 else variants[::-1]):
+                    blocks[variant].append(_block(variant, runs, steps, max_block_seconds, decode_model,
+                                                  decode_src, torch_python, torch_script, torch_steps))
+        results[load] = {v: _summarise(b) for v, b in blocks.items()}
+        results[load]["other_runnable"] = busy
+        _print_level(load, results[load], variants, runs)
+    _print_targets(results, loads, variants)
     return results
 
 

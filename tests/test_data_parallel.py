@@ -23,7 +23,10 @@ def train(workers_per_step, model_config=SMALL, batch_size=32, busy=False):
     spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if busy else None
     try:
         with blas_threads(1):
-            records = [trainer.train_step(workers) for workers in workers_per_step]
+            records = []
+            for workers in workers_per_step:
+                trainer.gradients.workers = workers
+                records.append(trainer.train_step())
     finally:
         if spinner is not None:
             spinner.kill()
@@ -62,7 +65,8 @@ def test_the_halves_give_the_one_piece_gradient_and_loss():
     loss.backward()
     whole = {name: p.grad.copy() for name, p in trainer.model.named_parameters()}
     trainer.data.sample_batch = lambda rng, n: (src, tgt)
-    record = trainer.train_step(2)
+    trainer.gradients.workers = 2
+    record = trainer.train_step()
     np.testing.assert_allclose(record["loss"], loss.item(), rtol=1e-6)
     assert record["tokens"] == int((tgt[:, 1:] != PAD).sum())
     assert record["batch_exact_match"] == teacher_forced_exact_match(logits.data, tgt[:, 1:])

@@ -55,8 +55,8 @@ def test_the_hook_profiles_step_n_only_and_prints_its_table(tmp_path, capsys, mo
         def table(self):
             return "STAND-IN PROFILE TABLE"
 
-    def step(self, workers=1):
-        record = real_step(self, workers)
+    def step(self):
+        record = real_step(self)
         if profiler.inside:
             profiled_steps.append(record["step"])
         return record

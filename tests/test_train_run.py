@@ -99,7 +99,7 @@ def test_ctrl_c_saves_the_last_step_and_resume_matches_an_uninterrupted_run(tmp_
 
 
 def test_interrupt_before_the_first_step_saves_nothing(tmp_path, capsys, monkeypatch):
-    def interrupted(self, workers=1):
+    def interrupted(self):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(Trainer, "train_step", interrupted)

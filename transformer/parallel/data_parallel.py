@@ -11,22 +11,24 @@ What keeps the run repeatable: the cut depends on the batch size only (rows
 ``[0, n // 2)`` and ``[n // 2, n)``), each half runs the same ops on the same numbers
 whoever runs it, BLAS has one thread, and the halves' gradients are added in a fixed
 order (first + second). So ``workers`` (one: the halves one after the other on the
-calling thread; two: side by side, the second on a persistent helper thread or process) changes
+calling thread; two: side by side, the second on a persistent helper thread) changes
 the speed, never a bit: a run switching worker counts mid-way, or on a busy machine,
 equals one that never switches. Two halves on threads overlap because numpy releases the
 GIL inside BLAS and the Numba kernels are compiled ``nogil`` (``minigrad/kernels/jit.py``);
-the Python between them (the engine's bookkeeping) still takes turns, which is why a
-training run puts the second half in a forked process instead where it can
-(``transformer/parallel/half_process.py``: the same code on the same numbers, no GIL shared).
+the Python between them (the engine's bookkeeping) still takes turns.
+
+``BatchHalves`` is the seam the training loop sees: called with a batch, it sets every
+parameter's ``.grad`` and returns the loss. The loop knows nothing of workers or threads.
 
 Not shared between the halves: each builds its own graph and receives its own gradients
 (``minigrad.autograd.grad``: nothing is written to any ``.grad`` until the sum). With the
 parameters a ``minigrad.flat.FlatParameters``, each half copies its gradients into a flat
 array of its own (a "bucket", what an all-reduce would send between machines) in its own
-thread or process, and the sum is three passes over flat arrays instead of 200 small calls. Dropout
+thread, and the sum is three passes over flat arrays instead of 200 small calls. Dropout
 draws from one generator, in an order two threads would not fix: a model with dropout
 runs its halves one after the other, whatever ``workers`` says.
 """
+import contextlib
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -34,6 +36,7 @@ import numpy as np
 import minigrad
 from minigrad import autograd
 from minigrad.flat import FlatParameters
+from transformer.parallel.threads import TrainingThreads, blas_threads
 
 HALVES = 2          # fixed: part of the arithmetic, not of the machine
 
@@ -117,3 +120,53 @@ def _add_buckets(params, shares, buckets):
 
 def _array(gradient):
     return gradient.data if isinstance(gradient, minigrad.Tensor) else gradient
+
+
+class BatchHalves:
+    """A training step's gradients from its batch's fixed halves, on one or two threads.
+
+    ``gradients(batch)`` -> (mean loss, tokens, the halves' extras), with every parameter's
+    ``.grad`` set: ``rows_loss(*rows)`` -> (mean loss Tensor, tokens, extra) scores some rows of
+    the batch (a tuple of arrays whose rows are its examples). How many threads run the halves
+    comes from ``threads`` (``TrainingThreads``: the run's policy, ``running()`` sets it) unless
+    ``workers`` fixes it; ``in_order`` (a model that draws dropout) keeps them on one thread.
+    """
+
+    def __init__(self, params: FlatParameters, rows_loss, in_order: bool = False):
+        self.params, self.rows_loss, self.in_order = params, rows_loss, in_order
+        self.buckets = [params.new_array() for _ in range(HALVES)]     # each half's gradients
+        self.threads = None          # the run's TrainingThreads (made on first use if no run set one)
+        self.workers = None          # a fixed worker count (1 or 2), else the threads' policy chooses
+        self.last_step = {}          # how the last step ran: blas_threads, workers (for the log)
+
+    @contextlib.contextmanager
+    def running(self, setting=None):
+        """A training run: BLAS limited to the run's thread count throughout (also for the optimizer's
+        and the clip's products); ``setting`` as ``TrainingThreads`` reads it, or a ``TrainingThreads``
+        to go on with (its policy keeps what it learnt)."""
+        self.threads = setting if isinstance(setting, TrainingThreads) else TrainingThreads(setting)
+        with blas_threads(self.threads.blas):
+            yield self
+
+    @contextlib.contextmanager
+    def one_worker(self, only: bool = True):
+        """Within the block the halves run on the calling thread (the profiler watches one thread)."""
+        previous, self.workers = self.workers, 1 if only else self.workers
+        try:
+            yield
+        finally:
+            self.workers = previous
+
+    def __call__(self, batch):
+        threads = self.threads = self.threads or TrainingThreads()
+        rows = [tuple(part[lo:hi] for part in batch) for lo, hi in halves(len(batch[0]))]
+        jobs = [self._job(half_rows, bucket) for half_rows, bucket in zip(rows, self.buckets)]
+        workers = 1 if self.in_order else self.workers or threads.current
+        with threads.step() as blas:
+            results = run_halves(jobs, workers)
+        self.last_step = {"blas_threads": blas, "workers": workers}
+        loss, tokens = combine(self.params, results)
+        return loss, tokens, [extra for *_, extra in results]
+
+    def _job(self, rows, bucket):
+        return lambda: half_gradients(self.params, lambda: self.rows_loss(*rows), bucket)

@@ -15,7 +15,6 @@ resumed from a checkpoint continues exactly as the uninterrupted run would.
 import math
 import os
 import time
-import warnings
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -24,8 +23,7 @@ import minigrad
 from minigrad import functional as F
 from minigrad import optim
 from minigrad.flat import FlatParameters
-from transformer.parallel import data_parallel, half_process
-from transformer.parallel.threads import TrainingThreads, blas_threads as limited_blas
+from transformer.parallel.data_parallel import BatchHalves
 
 from transformer.files.checkpoint import CheckpointError, check_savable, load_checkpoint, save_checkpoint
 from transformer.models.config import DecoderOnlyConfig, ModelConfig, model_config_from_dict
@@ -146,7 +144,9 @@ class Trainer:
         self._dropouts = [m for _, m in self.model.named_modules() if isinstance(m, minigrad.nn.Dropout)]
         # one flat array of values and one of gradients: Adam updates all in one call (minigrad/flat.py)
         self.flat_params = FlatParameters(self.model.parameters())
-        self.buckets = [self.flat_params.new_array() for _ in range(data_parallel.HALVES)]  # a half's gradients
+        # how a step's gradients are computed: the batch's fixed halves, on one or two threads
+        # (transformer/parallel/data_parallel.py); the same numbers either way
+        self.gradients = BatchHalves(self.flat_params, self.rows_loss, in_order=self._draws_dropout())
         self.optimizer = optim.Adam(self.flat_params, lr=self.config.lr, betas=self.config.betas,
                                     eps=self.config.eps)
         self.schedule = self._make_schedule()
@@ -157,8 +157,6 @@ class Trainer:
         self.elapsed = 0.0         # training seconds before this session (a resumed run continues it)
         self.history = []          # eval records: {"step", "exact_match", "char_accuracy", ...}
         self.resumed_from = None   # the checkpoint this run continues, if any
-        self.half_process = None   # the second half's forked process, while one runs (start_half_process)
-        self._half_process_lost = False   # one died: the halves stay on threads
 
     def _make_schedule(self):
         c = self.config
@@ -191,28 +189,13 @@ class Trainer:
         return float(np.concatenate(extras).mean())
 
     # ----------------------------------------------------------------- steps
-    def train_step(self, workers: int = 1) -> dict:
-        """One optimizer step over a fresh batch, its two fixed halves on ``workers`` workers (1 or 2:
-        the same numbers either way, ``transformer/parallel/data_parallel.py``); the second worker is the
-        forked process of ``start_half_process()`` if one runs, else a thread."""
+    def train_step(self) -> dict:
+        """One optimizer step: a fresh batch, its gradients, clip, Adam, the learning-rate schedule."""
         batch = self.sample_batch()
         lr = self.optimizer.lr
-        params = self.flat_params
-        rows = [tuple(part[lo:hi] for part in batch) for lo, hi in data_parallel.halves(len(batch[0]))]
-        jobs = [self._half(half_rows, bucket) for half_rows, bucket in zip(rows, self.buckets)]
-        one_by_one = self._draws_dropout()
-        results = None
-        if workers == 2 and not one_by_one and len(jobs) == 2 and self.half_process is not None \
-                and self.half_process.usable():
-            try:
-                results = self.half_process.halves(jobs, rows[1])
-            except half_process.ChildGone as gone:      # the step again on threads: the same numbers
-                self._lose_half_process(gone)
-        if results is None:
-            results = data_parallel.run_halves(jobs, 1 if one_by_one else workers)
-        loss, tokens = data_parallel.combine(params, results)
-        estimate = self.batch_estimate([extra for *_, extra in results])     # of the model this batch saw
-        grad_norm = optim.clip_grad_norm(params, self.config.clip) if self.config.clip else None
+        loss, tokens, extras = self.gradients(batch)       # sets every parameter's .grad
+        estimate = self.batch_estimate(extras)              # of the model this batch saw
+        grad_norm = optim.clip_grad_norm(self.flat_params, self.config.clip) if self.config.clip else None
         self.optimizer.step()
         self.schedule.step()
         self.step += 1
@@ -220,40 +203,9 @@ class Trainer:
                 "batch_exact_match": estimate}
 
     def _draws_dropout(self) -> bool:
-        """Whether the model draws dropout masks: then its halves run one after the other, here (one
+        """Whether the model draws dropout masks: then its halves run one after the other (one
         generator, a fixed order of draws), whatever the worker count."""
         return any(m.p > 0 for m in self._dropouts)
-
-    def _half(self, rows, bucket):
-        return lambda: data_parallel.half_gradients(self.flat_params, lambda: self.rows_loss(*rows), bucket)
-
-    def _lose_half_process(self, gone):
-        warnings.warn(f"{gone}; the steps go on with the second half on a thread", RuntimeWarning, stacklevel=2)
-        self.half_process.close()
-        self.half_process, self._half_process_lost = None, True
-
-    def fork_second_worker(self, threads: TrainingThreads):
-        """Where ``threads`` (the policy of a run) may use two workers, fork the second half's process
-        now (``start_half_process``): after a first step, so the child has its kernels loaded."""
-        if threads.policy is not None:
-            with limited_blas(threads.blas):
-                self.start_half_process()
-
-    def start_half_process(self) -> bool:
-        """Run the second half of two-worker steps in a forked process (``transformer/parallel/half_process.py``)
-        from now on; False where it cannot (not Linux, ``MINIGRAD_SECOND_HALF=thread``, dropout): the
-        halves stay on threads. The child has the trainer as it is now; only the parameters' values
-        follow it."""
-        if self.half_process is None and not self._half_process_lost and half_process.available() \
-                and not self._draws_dropout():
-            self.half_process = half_process.HalfProcess(self)
-        return self.half_process is not None
-
-    def stop_half_process(self):
-        """End the second half's process, if one runs."""
-        if self.half_process is not None:
-            self.half_process.close()
-            self.half_process = None
 
     def evaluate(self, limit: int = None, show_wrong: int = 5) -> dict:
         src, tgt = self.data.test_src, self.data.test_tgt
@@ -274,24 +226,19 @@ class Trainer:
         log_path = log_path or os.path.join(self.out_dir, LOG_NAME)
         checkpoints = CheckpointCadence(self, checkpoint_path or os.path.join(self.out_dir, CHECKPOINT_NAME))
         clock = TrainingClock(self.elapsed)
-        blas = TrainingThreads(blas_threads)       # BLAS threads per step (transformer/parallel/threads.py)
         snapshots = AttentionSnapshots(self, self.config.snapshot_every, os.path.join(self.out_dir, SNAPSHOTS_NAME))
         stop = self.stopper.confirmed(self.step)   # a finished run resumed: nothing to train
-        try:
-            last_eval = self._steps(blas, clock, checkpoints, snapshots, log_path, progress, profile_step, stop)
-        finally:
-            self.stop_half_process()
+        with self.gradients.running(blas_threads):
+            last_eval = self._steps(clock, checkpoints, snapshots, log_path, progress, profile_step, stop)
         return self._summary(last_eval, clock, checkpoints.path, log_path)
 
-    def _steps(self, blas, clock, checkpoints, snapshots, log_path, progress, profile_step, stop) -> dict:
+    def _steps(self, clock, checkpoints, snapshots, log_path, progress, profile_step, stop) -> dict:
         """``run``'s loop: steps until the target is confirmed or ``config.steps``; the last evaluation."""
         last_eval = record = None
         with TrainingLog(log_path, self.step, self.resumed_from) as log, GracefulInterrupt() as interrupt, \
                 ProgressBar(self.config.steps, progress) as bar, snapshots:
             while self.step < self.config.steps and not stop:
-                record = self._timed_step(blas, clock, bar, profile=self.step + 1 == profile_step)
-                if not interrupt.armed:            # after the first step, its kernels loaded
-                    self.fork_second_worker(blas)
+                record = self._timed_step(clock, bar, profile=self.step + 1 == profile_step)
                 interrupt.armed = True             # from now on there is a step worth saving
                 if self.stopper.record_batch(self.step, record["batch_exact_match"]):
                     self._start_cooldown(bar)
@@ -310,13 +257,13 @@ class Trainer:
             last_eval = self.evaluate(show_wrong=5)
         return last_eval
 
-    def _timed_step(self, blas: TrainingThreads, clock: TrainingClock, bar: ProgressBar, profile: bool) -> dict:
-        """One training step under the BLAS thread policy, timed (and profiled when asked)."""
-        start, workers = time.perf_counter(), 1 if profile else blas.current   # the profiler watches one thread
-        with blas.step() as threads, step_profile(profile, bar.write):
-            record = self.train_step(workers)
+    def _timed_step(self, clock: TrainingClock, bar: ProgressBar, profile: bool) -> dict:
+        """One training step, timed (and profiled when asked: on one thread, which the profiler watches)."""
+        start = time.perf_counter()
+        with self.gradients.one_worker(profile), step_profile(profile, bar.write):
+            record = self.train_step()
         seconds = clock.step_took(time.perf_counter() - start)
-        record.update(blas_threads=threads, workers=workers, seconds=round(seconds, 5),
+        record.update(self.gradients.last_step, seconds=round(seconds, 5),
                       tokens_per_s=round(record["tokens"] / seconds, 1))
         return record
 
