@@ -48,6 +48,23 @@ def log(x):
     return x.log() if _is_tensor(x) else np.log(x)
 
 
+def log1p(x):
+    """log(1 + x), exact near 0 (the op ``Log1p`` on Tensors)."""
+    return x.log1p() if _is_tensor(x) else np.log1p(x)
+
+
+def tanh(x):
+    return x.tanh() if _is_tensor(x) else np.tanh(x)
+
+
+def sigmoid(x):
+    """1 / (1 + exp(-x)) from exp(-|x|), so that no exp overflows (the op ``Sigmoid`` on Tensors)."""
+    if _is_tensor(x):
+        return x.sigmoid()
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
+
+
 def constant(x):
     """The values of ``x`` as an array: for masks and the like, which carry no derivative."""
     return x.data if _is_tensor(x) else x
