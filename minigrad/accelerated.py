@@ -21,6 +21,7 @@ import contextlib
 import functools
 import importlib
 import os
+import sys
 
 from .observers import call as observed_call, watching
 
@@ -39,11 +40,30 @@ _kernels_loaded = False
 
 
 def load_kernels():
-    """Import the kernel package once: each kernel file registers itself (this loads Numba)."""
+    """Import the kernel package once: each kernel file registers itself (this loads Numba).
+
+    Retryable: if the load stops half-way (Ctrl-C while Numba imports, which takes seconds),
+    every module it added is forgotten, with the kernels they registered, so the next call
+    loads afresh instead of finding half a Numba (``module 'numba' has no attribute 'core'``)."""
     global _kernels_loaded
-    if not _kernels_loaded:
+    if _kernels_loaded:
+        return
+    before = set(sys.modules)
+    try:
         importlib.import_module(KERNEL_PACKAGE).load()
-        _kernels_loaded = True
+    except BaseException:
+        _forget_modules(set(sys.modules) - before)
+        raise
+    _kernels_loaded = True
+
+
+def _forget_modules(names):
+    registry = sys.modules.get(KERNEL_PACKAGE + ".registry")
+    for kernel in registry.registered() if registry is not None else ():
+        if kernel.run.__module__ in names:      # its file will register it again
+            registry.unregister(kernel.op)
+    for name in names:
+        del sys.modules[name]
 
 
 class Accelerated:
