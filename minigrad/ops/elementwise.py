@@ -79,7 +79,23 @@ class Abs(_Elementwise):
         return np.abs(a)
 
     def backward(self, grad, *, a):
-        return grad * xp.sign(a)
+        return grad * (Sign.apply(a) if xp.is_tensor(a) else xp.sign(a))
+
+
+class Sign(Function):
+    """sign(x), 0 at 0 and at NaN (PyTorch's sgn). Its derivative is exactly 0, even where the
+    incoming gradient is inf or NaN (PyTorch's zero tensor), and it is an op rather than a
+    constant so that ``Abs``'s gradient stays connected to x beyond first order, as in PyTorch."""
+    differentiable_backward = True
+
+    def forward(self, a):
+        return xp.sign(a)
+
+    def backward(self, grad, *, a):
+        return xp.zeros_like(a)
+
+    def jvp(self, tangent, *, a):
+        return xp.zeros_like(a)
 
 
 class Clamp(_Elementwise):
@@ -133,13 +149,38 @@ def relu_backward(out, grad):
 
 class ReLU(_Elementwise):
     """max(x, 0); its gradient passes where the output is not <= 0 (NaN included, as PyTorch).
-    Arrays take the kernel; Tensors (beyond first order) the numpy lines of ``relu_backward``."""
+    Arrays take the kernel; Tensors (beyond first order) the op ``ThresholdBackward``."""
 
     def forward(self, a):
         return relu(a)
 
     def backward(self, grad, *, out):
-        return xp.call(relu_backward, out, grad)
+        return threshold_backward(out, grad)
+
+
+def threshold_backward(out, grad):
+    """``relu_backward``: on arrays the function (its kernel); on Tensors the op below."""
+    if xp.is_tensor(out) or xp.is_tensor(grad):
+        return ThresholdBackward.apply(out, grad)
+    return relu_backward(out, grad)
+
+
+class ThresholdBackward(Function):
+    """ReLU's backward as an op of its own, PyTorch's ``threshold_backward``: beyond first order
+    the gradient of ``relu(x).sum()`` stays connected to the output it reads, with derivative 0
+    there. So, as in PyTorch, it requires grad and differentiating it again gives zeros rather
+    than "does not require grad" (a selection by a mask alone, as ``where``, stays unconnected
+    in both)."""
+    differentiable_backward = True
+
+    def forward(self, result, grad):       # result: ReLU's output ("out" would name this op's own)
+        return relu_backward(result, grad)
+
+    def backward(self, g, *, result):
+        return xp.zeros_like(result), threshold_backward(result, g)
+
+    def jvp(self, result_tangent, grad_tangent, *, result):
+        return xp.zeros_like(result) if grad_tangent is None else threshold_backward(result, grad_tangent)
 
 
 @accelerated

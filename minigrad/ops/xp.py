@@ -19,6 +19,9 @@ def _is_tensor(x) -> bool:
     return type(x) is not np.ndarray and hasattr(x, "grad_fn")
 
 
+is_tensor = _is_tensor
+
+
 def call(function, *args):
     """An op's rule ``function`` (often ``@accelerated``) on ``args``.
 
