@@ -97,11 +97,12 @@ def zeros_like(x):
 
 
 def sign(x):
-    """The sign as a constant (its derivative is 0 wherever it exists); 0 at NaN, as
-    PyTorch's sign (numpy's is NaN there)."""
+    """The sign, 0 at NaN as PyTorch's sign (numpy's is NaN there). On Tensors the op ``Sign``,
+    whose derivative is exactly 0: connected to x, as PyTorch's sgn, so a gradient built from
+    it still requires grad beyond first order."""
     if _is_tensor(x):
-        from ..tensor import Tensor
-        return Tensor._from_op(sign(x.data), None)
+        from .elementwise import Sign
+        return Sign.apply(x)
     s = np.sign(x)
     return np.where(s == s, s, s.dtype.type(0)) if s.dtype.kind == "f" else s
 
