@@ -36,6 +36,7 @@ import numpy as np
 import minigrad
 from minigrad import autograd
 from minigrad.flat import FlatParameters
+from transformer.parallel.memory import freed_memory_kept
 from transformer.parallel.threads import TrainingThreads, blas_threads
 
 HALVES = 2          # fixed: part of the arithmetic, not of the machine
@@ -166,10 +167,11 @@ class BatchHalves:
     @contextlib.contextmanager
     def running(self, setting=None):
         """A training run: BLAS limited to the run's thread count throughout (also for the optimizer's
-        and the clip's products); ``setting`` as ``TrainingThreads`` reads it, or a ``TrainingThreads``
-        to go on with (its policy keeps what it learnt)."""
+        and the clip's products), freed memory kept for the next step (``memory.py``); ``setting`` as
+        ``TrainingThreads`` reads it, or a ``TrainingThreads`` to go on with (its policy keeps what it
+        learnt)."""
         self.threads = setting if isinstance(setting, TrainingThreads) else TrainingThreads(setting)
-        with blas_threads(self.threads.blas):
+        with blas_threads(self.threads.blas), freed_memory_kept():
             yield self
 
     @contextlib.contextmanager
