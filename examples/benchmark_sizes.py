@@ -255,13 +255,14 @@ def render_page(rows, loaded, info, peaks, when, command, torch_version):
         "CPUs other processes used meanwhile (0 on a quiet machine).",
         "",
         "| d_model | heads | layers | d_ff | GFLOP a step | minigrad warm | PyTorch warm | ratio | per round |"
-        " minigrad cold | PyTorch cold | minigrad GFLOP/s | PyTorch GFLOP/s | rounds | load | other |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        " minigrad cold | PyTorch cold | minigrad GFLOP/s | PyTorch GFLOP/s | CPU a step, minigrad / PyTorch |"
+        " rounds | load | other |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         if not r["rounds"]:
             lines.append(f"| {r['d_model']} | {r['heads']} | {r['layers']} | {r['d_ff']} | {r['gflop']:.2f} | "
-                         f"failed: {'; '.join(r['errors'])} |" + " |" * 10)
+                         f"failed: {'; '.join(r['errors'])} |" + " |" * 11)
             continue
         m, t = r["minigrad_median_step_ms"], r["torch_median_step_ms"]
         lines.append(
@@ -269,17 +270,26 @@ def render_page(rows, loaded, info, peaks, when, command, torch_version):
             f"{t:.1f} ms | **{r['ratio']:.2f}x** | {' '.join(f'{x:.2f}' for x in r['ratios'])} | "
             f"{r['minigrad_first_step_ms']:.0f} ms | {r['torch_first_step_ms']:.0f} ms | "
             f"{r['gflop'] / m * 1e3:.0f} ({r['gflop'] / m * 1e3 / measured:.0%}) | "
-            f"{r['gflop'] / t * 1e3:.0f} ({r['gflop'] / t * 1e3 / measured:.0%}) | {r['rounds']} | "
+            f"{r['gflop'] / t * 1e3:.0f} ({r['gflop'] / t * 1e3 / measured:.0%}) | "
+            f"{r['minigrad_median_step_cpu_ms']:.0f} / {r['torch_median_step_cpu_ms']:.0f} ms | {r['rounds']} | "
             f"{min(r['load_average']):.1f}-{max(r['load_average']):.1f} | {max(r['foreign']):.2f} |")
+    busiest = max((f for r in rows if r["rounds"] for f in r["foreign"]), default=0.0)
+    if busiest > 0.1:
+        lines += ["", f"**Not quiet:** other processes used up to {busiest:.0%} of the CPUs while these ran. "
+                      "Wall-clock ratios then measure how each framework shares a busy machine (PyTorch's "
+                      "threads wait for each other), not its speed, and the measured peak is a share of "
+                      "the machine's; the CPU column (each process's own CPU time, a PyTorch thread's "
+                      "waits included) is the steadier figure."]
     lines += ["", "![minigrad's step over PyTorch eager's, by model size](images/speed_by_size.png)", ""]
     if medians:
         lines += ["## Quiet and loaded, the default size", "",
                   "minigrad alone, alternating; a busy process (a pure-Python loop) leaves a step one core,",
                   "so the loaded step is held against the quiet one-worker step (`--blas-threads 1`).", "",
-                  "| setting | step median | rounds |", "|---|---|---|"]
+                  "| setting | step median | rounds | other |", "|---|---|---|---|"]
         for name, value in medians.items():
-            count = sum("error" not in b for b in loaded[name])
-            lines.append(f"| {name} | {value:.1f} ms | {count} |")
+            done = [b for b in loaded[name] if "error" not in b]
+            others = [b.get("foreign", 0.0) for b in done]
+            lines.append(f"| {name} | {value:.1f} ms | {len(done)} | {min(others):.2f}-{max(others):.2f} |")
         if loaded_ratio is not None:
             lines += ["", f"Loaded over quiet one-worker: **{loaded_ratio:.2f}x** (target <= 1.1x: "
                           f"{'met' if loaded_ratio <= 1.1 else 'not met'})."]
@@ -315,6 +325,7 @@ def _atomic(path, write):
     os.close(fd)
     try:
         write(tmp)
+        os.chmod(tmp, 0o644)                                # mkstemp's 0600 is not a docs file's
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):

@@ -76,15 +76,26 @@ def test_the_page_holds_the_measured_rows_the_machine_and_the_loaded_target(size
     info = {"cpu": "Some CPU", "cores": 2, "mhz": 2450.0, "flags": ["avx", "avx2", "fma"], "python": "3.x",
             "numpy": "2.x", "blas": "openblas", "numba": "0.x"}
     loaded = {"quiet, two workers": [{"median_step_ms": 31.0}], "quiet, one worker": [{"median_step_ms": 55.0}],
-              "one busy process beside it": [{"median_step_ms": 58.0}, {"error": "took more than 600 s"}]}
+              "one busy process beside it": [{"median_step_ms": 58.0, "foreign": 0.0},
+                                             {"error": "took more than 600 s"}]}
     import datetime
     page = sizes.render_page(rows, loaded, info, (150.0, 156.8), datetime.datetime(2026, 11, 27, 3, 0),
                              "python examples/benchmark.py --sizes", "2.x")
     assert "2026-11-27 03:00 UTC" in page and "Some CPU, 2 cores" in page and "avx2" in page
     assert "| 64 | 4 | 2 | 256 | 2.94 | 31.0 ms | 45.0 ms | **0.70x** | 0.60 0.80 |" in page
     assert "150 GFLOP/s measured" in page and "157 GFLOP/s from the clock" in page
-    assert "| one busy process beside it | 58.0 ms | 1 |" in page
+    assert "| one busy process beside it | 58.0 ms | 1 | 0.00-0.00 |" in page
+    assert "56 / 90 ms" in page and "Not quiet" not in page        # medians 55.5 and 89.5
     assert "**1.05x** (target <= 1.1x: met)" in page
+
+
+def test_a_busy_machine_is_said_on_the_page(sizes):
+    rows = example_rows(sizes)
+    rows[0]["foreign"] = [0.02, 0.45]
+    info = {"cpu": "C", "cores": 2, "mhz": None, "flags": [], "python": "3", "numpy": "2", "blas": "b", "numba": "0"}
+    import datetime
+    page = sizes.render_page(rows, {}, info, (20.0, None), datetime.datetime(2026, 1, 1), "cmd", "2")
+    assert "**Not quiet:** other processes used up to 45% of the CPUs" in page and "from the clock" not in page
 
 
 def test_the_plot_is_written_atomically(sizes, tmp_path):
