@@ -395,5 +395,9 @@ def _block_main(argv):
     return 0
 
 
-if __name__ == "__main__" and sys.argv[1:2] == ["--minigrad-block"]:
+if __name__ == "__main__":
+    if sys.argv[1:2] != ["--minigrad-block"] or len(sys.argv) != 9:
+        print("error: run python examples/benchmark.py --sizes --torch-python PATH (this file's own "
+              "command line is --minigrad-block D HEADS LAYERS D_FF STEPS SKIPPED SETTING)", file=sys.stderr)
+        sys.exit(2)
     sys.exit(_block_main(sys.argv[2:]))
