@@ -99,8 +99,9 @@ def minigrad_steps(d, heads, layers, d_ff, steps, skip, setting="auto"):
     """Time ``steps`` training steps of a fresh trainer (this process); a SUMMARY dict as torch_step's."""
     sys.path.insert(0, REPO)
     from transformer.models.config import ModelConfig
-    from transformer.training.trainer import TrainConfig, Trainer
-    trainer = Trainer(ModelConfig(d_model=d, num_heads=heads, num_encoder_layers=layers,
+    from transformer.training.trainer import TrainConfig
+    from transformer.training.dates import DateTrainer
+    trainer = DateTrainer(ModelConfig(d_model=d, num_heads=heads, num_encoder_layers=layers,
                                   num_decoder_layers=layers, d_ff=d_ff),
                       TrainConfig(steps=10 ** 6, eval_every=0, checkpoint_every=0), out_dir=tempfile.gettempdir())
     times, cpu_times = [], []
