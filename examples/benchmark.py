@@ -5,6 +5,7 @@
     python examples/benchmark.py --skip-kernels
     python examples/benchmark.py --skip-kernels --skip-end-to-end --load 0,1,2 \
         --torch-python /tmp/torchref/bin/python       # under 0, 1, 2 busy processes
+    python examples/benchmark.py --sizes --torch-python PATH --write-docs   # docs/benchmarks.md
 
 Part 1 (examples/benchmark_kernels.py): each Numba kernel against its numpy
 twin, compile time with an empty cache and warm start-up.
@@ -17,6 +18,12 @@ Part 3, with ``--load`` (examples/benchmark_load.py): the training step and
 greedy decoding while N busy background processes of the benchmark's own share
 the machine, for each BLAS thread setting and, with ``--torch-python``, the
 PyTorch reference (the same model in ``torch.nn``: ``compare_with_pytorch.py --step-summary``).
+
+Part 4, with ``--sizes`` (examples/benchmark_sizes.py; it replaces parts 1-3): the step beside
+PyTorch eager at d_model 64 / 128 / 256 / 512, fresh processes alternating, and the default
+step quiet on two workers, on one, and beside a busy process; ``--write-docs`` writes
+``docs/benchmarks.md`` and ``docs/images/speed_by_size.png`` (about 8 minutes on two quiet
+cores, ``--quick`` about 3).
 
 Figures are medians over many repetitions; the first steps (compilation,
 warm-up) are left out of the medians. BLAS threads follow minigrad's policy
@@ -124,7 +131,20 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=None, help="alternating rounds per load (default 2, quick 1)")
     parser.add_argument("--load-steps", type=int, default=None,
                         help="minigrad steps per block under load (default 30, quick 15)")
+    parser.add_argument("--sizes", action="store_true",
+                        help="only the step by model size beside PyTorch (needs --torch-python), quiet and loaded")
+    parser.add_argument("--write-docs", action="store_true",
+                        help="with --sizes: write docs/benchmarks.md and docs/images/speed_by_size.png")
     args = parser.parse_args(argv)
+    if args.write_docs and not args.sizes:
+        parser.error("--write-docs goes with --sizes")
+    if args.sizes:
+        if not args.torch_python:
+            parser.error("--sizes needs --torch-python PATH: a Python with torch (minigrad never imports it)")
+        from benchmark_sizes import run_size_benchmark
+        command = "python examples/benchmark.py --sizes" + (" --quick" if args.quick else "")
+        run_size_benchmark(args.torch_python, quick=args.quick, write_docs=args.write_docs, command=command)
+        return 0
     if args.skip_kernels:
         print(f"machine: {machine_summary()}")
     else:
