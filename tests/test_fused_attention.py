@@ -10,7 +10,7 @@ from minigrad import Tensor, gradcheck, kernels
 from minigrad import functional as F
 from minigrad.kernels import attention_kernels
 from minigrad.ops import attention as A
-from transformer.attention import CrossAttention, SelfAttention, causal_mask, scaled_dot_product_attention
+from transformer.models.attention import CrossAttention, SelfAttention, causal_mask, scaled_dot_product_attention
 
 
 def rand(shape, dtype=np.float64, seed=0):

@@ -6,7 +6,7 @@ import pytest
 from minigrad import Tensor, kernels
 from minigrad import functional as F
 from minigrad.ops import attention as A
-from transformer.attention import scaled_dot_product_attention
+from transformer.models.attention import scaled_dot_product_attention
 
 
 @pytest.mark.parametrize("backend", kernels.BACKENDS)

@@ -2,7 +2,7 @@
 
 The same computation written as separate ops (split heads, Q Kᵀ, / sqrt(d),
 masked_fill, softmax, @ V, merge heads) is each op's ``composition`` below, and
-``transformer.attention``'s ``scaled_dot_product_attention``: read those to learn
+``transformer.models.attention``'s ``scaled_dot_product_attention``: read those to learn
 attention, and draw them with ``viz``. These ops give the same values and
 gradients (tested) with one graph node and one pass over memory each way;
 ``kernels/attention_kernels.py`` registers kernels for ``attention`` and
