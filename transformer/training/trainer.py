@@ -38,6 +38,7 @@ from transformer.training.snapshots import SNAPSHOTS_NAME, AttentionSnapshots
 from transformer.training.stopping import TargetStop
 
 SCHEDULES = ("plateau", "cosine", "inverse_sqrt", "constant")
+MAX_PIECES = 64
 
 
 @dataclass
@@ -85,6 +86,8 @@ class TrainConfig:
                 raise ValueError(f"{name} must be a finite number in [{low:g}, {high:g}], got {value!r}")
         if self.lr == 0:
             raise ValueError("lr must be positive, got 0")
+        if self.pieces > MAX_PIECES:                   # each piece keeps a flat gradient array
+            raise ValueError(f"pieces must be at most {MAX_PIECES}, got {self.pieces}")
         if len(self.betas) != 2 or not all(isinstance(b, (int, float)) and 0 <= b < 1 for b in self.betas):
             raise ValueError(f"betas must be two numbers in [0, 1), got {self.betas!r}")
 
