@@ -51,10 +51,11 @@ def use_fused_attention(model, fused: bool):
 
 def time_training_steps(backend: str, steps: int, warmup: int = 3, fused: bool = True) -> dict:
     from minigrad import kernels
-    from transformer.training.trainer import TrainConfig, Trainer
+    from transformer.training.trainer import TrainConfig
+    from transformer.training.dates import DateTrainer
 
     with kernels.use_backend(backend):
-        trainer = Trainer(train_config=TrainConfig(steps=steps + warmup, eval_every=0, checkpoint_every=0))
+        trainer = DateTrainer(train_config=TrainConfig(steps=steps + warmup, eval_every=0, checkpoint_every=0))
         use_fused_attention(trainer.model, fused)
         times = []
         with trainer.gradients.running():                   # as dates-train does

@@ -148,9 +148,10 @@ class MinigradRun:
 
     def __init__(self, setting):
         from transformer.parallel.threads import TrainingThreads
-        from transformer.training.trainer import TrainConfig, Trainer
+        from transformer.training.trainer import TrainConfig
+        from transformer.training.dates import DateTrainer
         self.setting = setting
-        self.trainer = Trainer(train_config=TrainConfig(steps=10 ** 6, eval_every=0, checkpoint_every=0))
+        self.trainer = DateTrainer(train_config=TrainConfig(steps=10 ** 6, eval_every=0, checkpoint_every=0))
         self.threads = TrainingThreads(setting)
 
     def steps(self, count: int, max_seconds: float):

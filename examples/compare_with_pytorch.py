@@ -68,7 +68,9 @@ from transformer.commands.export import torch_names  # noqa: E402
 from transformer.models.encoder_decoder import Transformer  # noqa: E402
 from transformer.models.positional import sinusoidal_encoding  # noqa: E402
 from transformer.training.stopping import TargetStop  # noqa: E402
-from transformer.training.trainer import TrainConfig, load_model, teacher_forced_exact_match  # noqa: E402
+from transformer.training.trainer import TrainConfig  # noqa: E402
+from transformer.files.trained_model import load_model
+from transformer.training.dates import teacher_forced_exact_match
 
 from float32_agreement import TOLERANCE, Difference, verdict  # noqa: E402
 

@@ -22,13 +22,14 @@ import minigrad  # noqa: E402
 from minigrad import kernels  # noqa: E402
 from transformer.parallel.threads import TrainingThreads  # noqa: E402
 from transformer.models.encoder_decoder import ModelConfig  # noqa: E402
-from transformer.training.trainer import TrainConfig, Trainer  # noqa: E402
+from transformer.training.trainer import TrainConfig  # noqa: E402
+from transformer.training.dates import DateTrainer
 
 
 def profile_step(warm_up_steps=3, backend="numba"):
     """(the step's Profile, the time of the step before it, unprofiled) after warm-up steps,
     BLAS threads chosen per step as ``dates-train`` chooses them."""
-    trainer = Trainer(model_config=ModelConfig(), train_config=TrainConfig(eval_every=0, checkpoint_every=0))
+    trainer = DateTrainer(model_config=ModelConfig(), train_config=TrainConfig(eval_every=0, checkpoint_every=0))
     blas = TrainingThreads()
     with kernels.use_backend(backend):
         for _ in range(warm_up_steps):

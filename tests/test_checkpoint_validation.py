@@ -17,7 +17,9 @@ import pytest
 from transformer.commands import dates as cli
 from transformer.files.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from transformer.models.config import ModelConfig
-from transformer.training.trainer import TrainConfig, Trainer, load_model
+from transformer.training.trainer import TrainConfig
+from transformer.training.dates import DateTrainer
+from transformer.files.trained_model import load_model
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = dict(d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=32)
@@ -26,7 +28,7 @@ TINY = dict(d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1,
 @pytest.fixture(scope="module")
 def good(tmp_path_factory):
     folder = tmp_path_factory.mktemp("good")
-    trainer = Trainer(ModelConfig(**TINY), TrainConfig(steps=4, batch_size=8), out_dir=str(folder))
+    trainer = DateTrainer(ModelConfig(**TINY), TrainConfig(steps=4, batch_size=8), out_dir=str(folder))
     trainer.train_step()
     path = str(folder / "model.npz")
     trainer.save(path)
@@ -117,7 +119,7 @@ def bad(request, good, tmp_path):
 
 def test_every_loader_raises_one_line_checkpoint_error(bad):
     path, message = bad
-    loaders = [load_model, Trainer.resume]
+    loaders = [load_model, DateTrainer.resume]
     if "shape" not in message:                      # shapes are only known once a model is built
         loaders.append(load_checkpoint)
     for load in loaders:
@@ -169,7 +171,7 @@ def test_num_parameters_formula_matches_the_built_model():
 def test_checkpoint_file_mode_follows_the_umask(good, tmp_path):
     old = os.umask(0o022)
     try:
-        trainer = Trainer.resume(good)
+        trainer = DateTrainer.resume(good)
         path = tmp_path / "x" / "model.npz"
         trainer.save(str(path))
     finally:

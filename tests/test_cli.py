@@ -18,7 +18,9 @@ from transformer.commands import dates as cli
 from transformer.models.config import ModelConfig
 from transformer.tasks.dates import SRC_LEN, decode_batch, encode_batch
 from transformer.decoding import beam_search, greedy_decode
-from transformer.training.trainer import TrainConfig, Trainer, load_model
+from transformer.training.trainer import TrainConfig
+from transformer.training.dates import DateTrainer
+from transformer.files.trained_model import load_model
 
 REPO = Path(__file__).resolve().parents[1]
 TINY_ARGS = ["--d-model", "16", "--heads", "2", "--layers", "1", "--d-ff", "32", "--batch-size", "8",
@@ -28,7 +30,7 @@ TINY_ARGS = ["--d-model", "16", "--heads", "2", "--layers", "1", "--d-ff", "32",
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
     folder = tmp_path_factory.mktemp("cli-run")
-    trainer = Trainer(ModelConfig(d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=32),
+    trainer = DateTrainer(ModelConfig(d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=32),
                       TrainConfig(steps=3, batch_size=8, eval_every=0, checkpoint_every=0), out_dir=str(folder))
     for _ in range(3):
         trainer.train_step()
@@ -216,7 +218,7 @@ def test_train_tiny_run_then_resume(tmp_path, capsys):
 def test_train_resume_of_a_finished_run_does_not_crash(checkpoint, tmp_path, capsys):
     """Resuming a checkpoint that already reached its last step trains 0 steps; the
     summary must still print (no TypeError on the missing step time)."""
-    finished = Trainer.resume(checkpoint)
+    finished = DateTrainer.resume(checkpoint)
     finished.config.steps = finished.step
     path = str(tmp_path / "finished.npz")
     finished.save(path)
@@ -237,7 +239,7 @@ def test_train_rejects_bad_settings_before_training(tmp_path, capsys, monkeypatc
     def refuse(*args, **kwargs):
         raise AssertionError("training started despite a bad setting")
 
-    monkeypatch.setattr(Trainer, "run", refuse)
+    monkeypatch.setattr(DateTrainer, "run", refuse)
     code, out, err = run(cli.train_main, ["--out", str(tmp_path), *TINY_ARGS, *argv], capsys)
     assert_clean_failure(code, out, err, fragment)
 
@@ -270,7 +272,7 @@ def test_train_rejects_a_bad_resume_checkpoint(tmp_path, corrupt_checkpoint, cap
     (["--max-steps", "abc"], "invalid int value"),
 ])
 def test_train_rejects_bad_numbers_in_one_line(tmp_path, capsys, monkeypatch, argv, fragment):
-    monkeypatch.setattr(Trainer, "run", lambda *a, **k: pytest.fail("training started despite a bad setting"))
+    monkeypatch.setattr(DateTrainer, "run", lambda *a, **k: pytest.fail("training started despite a bad setting"))
     code, out, err = _run_exit(cli.train_main, ["--out", str(tmp_path / "run"), *TINY_ARGS, *argv], capsys)
     assert_clean_failure(code, out, err, fragment)
     assert not (tmp_path / "run").exists()                  # nothing created for a bad command
@@ -372,9 +374,9 @@ def test_progress_bar_starts_after_the_first_step(tmp_path, monkeypatch):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(tqdm.auto, "tqdm", spy)
-    trainer = Trainer(ModelConfig(d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=32),
+    trainer = DateTrainer(ModelConfig(d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=32),
                       TrainConfig(steps=3, batch_size=8, target_accuracy=0), out_dir=str(tmp_path))
-    monkeypatch.setattr(Trainer, "evaluate", lambda self, limit=None, show_wrong=5: {
+    monkeypatch.setattr(DateTrainer, "evaluate", lambda self, limit=None, show_wrong=5: {
         "exact_match": 0.0, "char_accuracy": 0.0, "count": 1, "wrong": []})
     trainer.run(progress=False)
     assert created == [(1, 1)]

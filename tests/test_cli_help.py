@@ -55,8 +55,8 @@ def test_train_help_states_the_stopping_rule_and_the_defaults_a_learner_compares
     assert re.search(r"--seed SEED .*bit for bit on any machine load.* \(default: 0\)", text)
 
 
-def test_the_compile_notice_and_the_readme_give_the_same_figure():
+def test_the_compile_notice_and_the_docs_give_the_same_figure():
     from pathlib import Path
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "dates.md").read_text(encoding="utf-8")
     quoted = re.search(r"The first run compiles the Numba kernels \(~(\d+) s", readme)
     assert quoted and int(quoted.group(1)) == cli.COMPILE_SECONDS

@@ -17,7 +17,8 @@ from transformer.commands import dates as cli
 
 from transformer.commands import console
 from transformer.models.config import ModelConfig
-from transformer.training.trainer import TrainConfig, Trainer
+from transformer.training.trainer import TrainConfig
+from transformer.training.dates import DateTrainer
 
 REPO = Path(__file__).resolve().parents[1]
 TINY_ARGS = ["--d-model", "16", "--heads", "2", "--layers", "1", "--d-ff", "32", "--batch-size", "8",
@@ -41,7 +42,7 @@ def command(name, *args):
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
     folder = tmp_path_factory.mktemp("robust-run")
-    trainer = Trainer(ModelConfig(d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=32),
+    trainer = DateTrainer(ModelConfig(d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=32),
                       TrainConfig(steps=2, batch_size=8, eval_every=0, checkpoint_every=0), out_dir=str(folder))
     trainer.train_step()
     trainer.train_step()
@@ -196,7 +197,7 @@ def test_a_huge_beam_is_one_line_naming_the_limit(checkpoint, capsys, main, argv
 def test_evaluate_with_a_wide_beam_decodes_in_smaller_batches(checkpoint, monkeypatch):
     from transformer.training import evaluation
     from transformer.tasks.dates import DateDataset
-    from transformer.training.trainer import load_model
+    from transformer.files.trained_model import load_model
     widths = []
     real = evaluation.beam_search
     monkeypatch.setattr(evaluation, "beam_search", lambda model, src, k: widths.append(len(src) * k) or real(model, src, k))
@@ -251,7 +252,7 @@ def test_ctrl_c_during_the_closing_summary_says_the_run_finished(tmp_path, capsy
     (["--batch-size", "16384", "--d-ff", "4096", "--layers", "4"], "lower --batch-size"),
 ])
 def test_train_refuses_sizes_beyond_the_limits_in_one_line(tmp_path, capsys, monkeypatch, argv, fragment):
-    monkeypatch.setattr(Trainer, "__init__", lambda *a, **k: pytest.fail("a model was built"))
+    monkeypatch.setattr(DateTrainer, "__init__", lambda *a, **k: pytest.fail("a model was built"))
     try:
         code = cli.train_main(["--out", str(tmp_path / "run"), *argv])
     except SystemExit as exit_:
@@ -437,12 +438,12 @@ def test_viz_argparse_errors_are_one_line(capsys):
 def test_a_signal_during_the_final_evaluation_does_not_offer_to_resume_a_finished_run(tmp_path, capsys,
                                                                                       monkeypatch):
     import signal
-    real = Trainer.evaluate
+    real = DateTrainer.evaluate
 
     def evaluate_then_ctrl_c(self, *args, **kwargs):
         os.kill(os.getpid(), signal.SIGINT)      # arrives during the last step's evaluation
         return real(self, *args, **kwargs)
-    monkeypatch.setattr(Trainer, "evaluate", evaluate_then_ctrl_c)
+    monkeypatch.setattr(DateTrainer, "evaluate", evaluate_then_ctrl_c)
     code = cli.train_main(["--out", str(tmp_path), "--max-steps", "2", *TINY_ARGS])
     out, err = capsys.readouterr()
     assert code == 0 and "resume" not in err, err

@@ -11,7 +11,8 @@ from transformer.parallel import data_parallel
 from transformer.models.config import ModelConfig
 from transformer.tasks.dates import PAD
 from transformer.parallel.threads import blas_threads
-from transformer.training.trainer import TrainConfig, Trainer, rows_exactly_right, teacher_forced_exact_match
+from transformer.training.trainer import TrainConfig
+from transformer.training.dates import DateTrainer, rows_exactly_right, teacher_forced_exact_match
 
 SMALL = ModelConfig(d_model=32, num_heads=4, num_encoder_layers=1, num_decoder_layers=1, d_ff=64)
 
@@ -19,7 +20,7 @@ SMALL = ModelConfig(d_model=32, num_heads=4, num_encoder_layers=1, num_decoder_l
 def train(workers_per_step, model_config=SMALL, batch_size=32, busy=False, pieces=2):
     """One step per entry of ``workers_per_step`` on that many workers; -> losses, gradient norms,
     final weights. ``busy``: a pure-Python spinner shares the machine meanwhile."""
-    trainer = Trainer(model_config, TrainConfig(steps=100, batch_size=batch_size, eval_every=0, checkpoint_every=0,
+    trainer = DateTrainer(model_config, TrainConfig(steps=100, batch_size=batch_size, eval_every=0, checkpoint_every=0,
                                                 pieces=pieces))
     spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if busy else None
     try:
@@ -63,7 +64,7 @@ def test_a_model_with_dropout_repeats_on_two_workers():
 def test_the_halves_give_the_one_piece_gradient_and_loss():
     """The halves' gradients, each weighted by its share of the tokens, are the whole batch's, and
     their rows' exact match (each half's own) is the whole batch's."""
-    trainer = Trainer(SMALL, TrainConfig(steps=10, batch_size=31, eval_every=0, checkpoint_every=0, clip=0))
+    trainer = DateTrainer(SMALL, TrainConfig(steps=10, batch_size=31, eval_every=0, checkpoint_every=0, clip=0))
     src, tgt = trainer.data.sample_batch(np.random.default_rng(5), 31)
     tgt[3, 9:] = PAD                                 # halves of unequal token counts
     logits = trainer.model(src, tgt[:, :-1])
@@ -96,7 +97,7 @@ def test_run_pieces_keeps_the_jobs_order_and_refuses_other_counts():
 
 def test_the_halves_rows_give_the_whole_batch_exact_match():
     """Each half marks its own rows right or wrong (in its thread); the batch's estimate is their mean."""
-    trainer = Trainer(SMALL, TrainConfig(steps=10, batch_size=8, eval_every=0, checkpoint_every=0))
+    trainer = DateTrainer(SMALL, TrainConfig(steps=10, batch_size=8, eval_every=0, checkpoint_every=0))
     _, tgt = trainer.data.sample_batch(np.random.default_rng(2), 8)
     targets = tgt[:, 1:]
     logits = np.eye(SMALL.vocab_size, dtype=np.float32)[targets]      # every row right ...

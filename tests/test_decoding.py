@@ -14,7 +14,8 @@ from transformer import ModelConfig, Transformer
 from transformer.tasks.dates import EOS, PAD, SOS, VOCAB_SIZE, DateDataset, decode_batch
 from transformer.decoding import MAX_OUTPUT, beam_search, greedy_decode, sample_decode
 from transformer.training.evaluation import evaluate
-from transformer.training.trainer import TrainConfig, Trainer
+from transformer.training.trainer import TrainConfig
+from transformer.training.dates import DateTrainer
 
 SMALL = dict(d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=32)
 
@@ -37,7 +38,7 @@ def random_model():
 
 @pytest.fixture(scope="module")
 def trained_model(tmp_path_factory):
-    trainer = Trainer(ModelConfig(**SMALL),
+    trainer = DateTrainer(ModelConfig(**SMALL),
                       TrainConfig(steps=80, batch_size=32, lr=5e-3, warmup=10, eval_every=0, checkpoint_every=0),
                       out_dir=str(tmp_path_factory.mktemp("decoding-run")))
     for _ in range(trainer.config.steps):

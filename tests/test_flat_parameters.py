@@ -7,7 +7,8 @@ from minigrad import Tensor, optim
 from minigrad.accelerated import load_kernels
 from minigrad.flat import FlatParameters
 from transformer.parallel import data_parallel
-from transformer.training.trainer import TrainConfig, Trainer
+from transformer.training.trainer import TrainConfig
+from transformer.training.dates import DateTrainer
 
 SHAPES = [(3, 4), (4,), (2, 3, 2), (1,)]
 
@@ -191,11 +192,11 @@ def test_a_resumed_run_is_flat_again(tmp_path, adam_calls):
     keeps the one-call step (and its numbers, tests/test_repeatable_runs.py)."""
     from transformer.models.config import ModelConfig
     small = ModelConfig(d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=32)
-    trainer = Trainer(small, TrainConfig(steps=3, batch_size=8, eval_every=0, checkpoint_every=0),
+    trainer = DateTrainer(small, TrainConfig(steps=3, batch_size=8, eval_every=0, checkpoint_every=0),
                       out_dir=str(tmp_path))
     trainer.train_step()
     trainer.save(str(tmp_path / "model.npz"))
-    resumed = Trainer.resume(str(tmp_path / "model.npz"))
+    resumed = DateTrainer.resume(str(tmp_path / "model.npz"))
     assert resumed.flat_params.params[0].data is resumed.flat_params.value_views[0]
     del adam_calls[:]
     resumed.train_step()

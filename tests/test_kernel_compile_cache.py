@@ -29,11 +29,12 @@ TRAINING_AFTER_PRECOMPILE = """
 from minigrad import kernels
 from minigrad.kernels.compile_cache import compiled_functions
 from transformer.models.encoder_decoder import ModelConfig
-from transformer.training.trainer import TrainConfig, Trainer
+from transformer.training.trainer import TrainConfig
+from transformer.training.dates import DateTrainer
 print("cold before:", kernels.cache_is_cold())
 kernels.compile_training_kernels()
 print("cold after:", kernels.cache_is_cold())
-trainer = Trainer(model_config=ModelConfig(d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1,
+trainer = DateTrainer(model_config=ModelConfig(d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1,
                                            d_ff=32), train_config=TrainConfig(steps=2, batch_size=8, eval_every=0,
                                                                               checkpoint_every=0))
 trainer.train_step()

@@ -19,7 +19,9 @@ from transformer.models.decoder_only import DecoderOnlyTransformer
 from transformer.training.next_word import (NextWordTrainer, accuracy_by_kind, complete, default_model_config,
                                    default_train_config, scored_words)
 from transformer.commands.next_word import complete_main, train_main
-from transformer.training.trainer import TrainConfig, Trainer, load_model
+from transformer.training.trainer import TrainConfig
+from transformer.training.dates import DateTrainer
+from transformer.files.trained_model import load_model
 
 from test_decoder_only_commands import one_line_error, run
 
@@ -96,10 +98,10 @@ def test_the_tasks_do_not_mix(checkpoint, tmp_path, capsys):
     with pytest.raises(CheckpointError, match="holds a next-word model"):
         load_model(checkpoint)
     with pytest.raises(CheckpointError, match="holds a next-word model"):
-        Trainer.resume(checkpoint)
+        DateTrainer.resume(checkpoint)
     code, _, err = run(cli.translate_main, ["1996-09-08", "--checkpoint", checkpoint], capsys)
     one_line_error(code, err, "holds a next-word model (written by next-word-train)", "needs a dates model")
-    dates = Trainer(train_config=TrainConfig(steps=1, checkpoint_every=0), out_dir=str(tmp_path))
+    dates = DateTrainer(train_config=TrainConfig(steps=1, checkpoint_every=0), out_dir=str(tmp_path))
     dates.save(str(tmp_path / "dates.npz"))
     code, _, err = run(complete_main, ["ann went to", "--checkpoint", str(tmp_path / "dates.npz")], capsys)
     one_line_error(code, err, "holds a dates model (written by dates-train)")

@@ -11,13 +11,14 @@ from minigrad import Tensor, autograd, detect_anomaly, kernels
 from minigrad import functional as F
 from minigrad.observers import watching
 from transformer.models.encoder_decoder import ModelConfig
-from transformer.training.trainer import TrainConfig, Trainer
+from transformer.training.trainer import TrainConfig
+from transformer.training.dates import DateTrainer
 
 
 @pytest.fixture(scope="module")
 def trainer():
     """The default model and batch: the profile's rows should account for its step's time."""
-    trainer = Trainer(model_config=ModelConfig(), train_config=TrainConfig(steps=3, eval_every=0, checkpoint_every=0))
+    trainer = DateTrainer(model_config=ModelConfig(), train_config=TrainConfig(steps=3, eval_every=0, checkpoint_every=0))
     trainer.train_step()  # compiles: not what the profile should show
     return trainer
 

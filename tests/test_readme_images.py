@@ -1,4 +1,5 @@
-"""The README's recipe for its pictures is the one examples/make_readme_images.py runs."""
+"""The recipe for the README's pictures (quoted in docs/seeing.md) is the one examples/make_readme_images.py
+runs."""
 import importlib.util
 import os
 import re
@@ -14,9 +15,16 @@ def load_script():
     return module
 
 
+def pages_text():
+    """README.md and every docs page it links to, one after another."""
+    readme = open(os.path.join(REPO, "README.md"), encoding="utf-8").read()
+    pages = sorted(set(re.findall(r"\]\((docs/[\w.-]+\.md)\)", readme)))
+    return "\n".join([readme] + [open(os.path.join(REPO, page), encoding="utf-8").read() for page in pages])
+
+
 def readme_recipe():
-    """The commands in the README's code block that starts with make_readme_images.py."""
-    text = open(os.path.join(REPO, "README.md"), encoding="utf-8").read()
+    """The commands in the pages' code block that starts with make_readme_images.py."""
+    text = pages_text()
     blocks = re.findall(r"```bash\n(.*?)```", text, flags=re.S)
     recipe = [block for block in blocks if block.startswith("python examples/make_readme_images.py --seed 0")]
     assert len(recipe) == 1, "the README quotes the recipe once, in a bash block starting with the script"
@@ -44,8 +52,7 @@ def test_every_committed_image_is_one_the_script_draws_and_the_readme_shows():
 
 
 def test_the_readme_quotes_the_ladder_command_the_script_runs():
-    text = open(os.path.join(REPO, "README.md"), encoding="utf-8").read()
-    assert load_script().ladder_command(0) in text
+    assert load_script().ladder_command(0) in pages_text()
 
 
 def test_without_dot_the_script_stops_in_one_line_with_status_3_and_leaves_nothing(path_without_dot, tmp_path):

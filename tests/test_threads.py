@@ -214,8 +214,9 @@ def test_training_threads_step_applies_the_chosen_count_and_reports_the_time(mon
 def train_default_model(count, steps=3):
     """Default config, batch 128: the products have 1,536 and 2,432 rows, big enough for OpenBLAS to
     split them between threads. Returns the losses, the first step's gradients and the final weights."""
-    from transformer.training.trainer import TrainConfig, Trainer
-    trainer = Trainer(train_config=TrainConfig(steps=steps, eval_every=0, checkpoint_every=0))
+    from transformer.training.trainer import TrainConfig
+    from transformer.training.dates import DateTrainer
+    trainer = DateTrainer(train_config=TrainConfig(steps=steps, eval_every=0, checkpoint_every=0))
     losses, first_gradients = [], None
     with blas_threads(count):
         for _ in range(steps):

@@ -41,8 +41,8 @@ def test_profile_step_zero_is_refused(tmp_path, capsys):
 def test_the_hook_profiles_step_n_only_and_prints_its_table(tmp_path, capsys, monkeypatch):
     """Against the API (a context manager whose result has .table()), with a stand-in profiler:
     the hook point works before the real one is merged."""
-    from transformer.training.trainer import Trainer
-    profiled_steps, real_step = [], Trainer.train_step
+    from transformer.training.dates import DateTrainer
+    profiled_steps, real_step = [], DateTrainer.train_step
 
     class StandIn:
         def __enter__(self):
@@ -64,7 +64,7 @@ def test_the_hook_profiles_step_n_only_and_prints_its_table(tmp_path, capsys, mo
     profiler = StandIn()
     profiler.inside = False
     monkeypatch.setattr(minigrad, "profile", lambda: profiler, raising=False)
-    monkeypatch.setattr(Trainer, "train_step", step)
+    monkeypatch.setattr(DateTrainer, "train_step", step)
     code, out, err = train(capsys, "--out", tmp_path / "run", "--max-steps", 5, "--profile", 3, *TINY)
     assert code == 0, err
     assert profiled_steps == [3] and out.count("STAND-IN PROFILE TABLE") == 1

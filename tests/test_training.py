@@ -13,7 +13,9 @@ import minigrad
 from transformer.files.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from transformer.models.config import ModelConfig
 from transformer.tasks.dates import PAD
-from transformer.training.trainer import TrainConfig, Trainer, load_model
+from transformer.training.trainer import TrainConfig
+from transformer.training.dates import DateTrainer
+from transformer.files.trained_model import load_model
 
 TINY = dict(d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=32)
 
@@ -22,7 +24,7 @@ def tiny_trainer(out_dir, **train_overrides):
     values = dict(steps=12, batch_size=16, lr=3e-3, warmup=4, eval_every=0, checkpoint_every=0)
     values.update(train_overrides)
     model_values = dict(TINY, dropout=values.pop("dropout", 0.0))
-    return Trainer(ModelConfig(**model_values), TrainConfig(**values), out_dir=str(out_dir))
+    return DateTrainer(ModelConfig(**model_values), TrainConfig(**values), out_dir=str(out_dir))
 
 
 def params_of(trainer):
@@ -52,8 +54,8 @@ def assert_same_state(a, b):
 @pytest.fixture
 def limited_evaluation(monkeypatch):
     """Trainer.run evaluates on the 2,000 held-out dates; 100 are enough here."""
-    full = Trainer.evaluate
-    monkeypatch.setattr(Trainer, "evaluate", lambda self, limit=None, show_wrong=5: full(self, 100, show_wrong))
+    full = DateTrainer.evaluate
+    monkeypatch.setattr(DateTrainer, "evaluate", lambda self, limit=None, show_wrong=5: full(self, 100, show_wrong))
 
 
 @pytest.fixture
@@ -153,7 +155,7 @@ def test_checkpoint_round_trip(saved):
     trainer.history = [{"step": 3, "exact_match": 0.25, "char_accuracy": 0.5, "loss": 1.0}]
     trainer.save(path)
     minigrad.manual_seed(12345)
-    resumed = Trainer.resume(path)
+    resumed = DateTrainer.resume(path)
     assert_same_state(trainer, resumed)
     assert resumed.model_config == trainer.model_config
     assert resumed.config == trainer.config
@@ -278,7 +280,7 @@ def corrupt_missing(tmp_path, good):
 def test_bad_checkpoints_raise_checkpoint_error(saved, tmp_path, make, message):
     _, good = saved
     path = make(tmp_path, good)
-    for load in (load_checkpoint, load_model, Trainer.resume):
+    for load in (load_checkpoint, load_model, DateTrainer.resume):
         with pytest.raises(CheckpointError, match=message) as info:
             load(path)
         assert path in str(info.value) and "\n" not in str(info.value)
@@ -291,14 +293,14 @@ def test_checkpoint_that_does_not_fit_its_model_config(saved, tmp_path):
     meta["model_config"]["d_ff"] = 64
     wrong = str(tmp_path / "wrong.npz")
     save_checkpoint(wrong, model_state, optimizer_state, meta)
-    for load in (load_model, Trainer.resume, load_checkpoint):       # checked before building anything
+    for load in (load_model, DateTrainer.resume, load_checkpoint):       # checked before building anything
         with pytest.raises(CheckpointError, match="does not fit the model it describes"):
             load(wrong)
     del meta["schedule"]
     meta["model_config"] = trainer.model_config.to_dict()
     save_checkpoint(wrong, model_state, optimizer_state, meta)
     with pytest.raises(CheckpointError, match="schedule"):
-        Trainer.resume(wrong)
+        DateTrainer.resume(wrong)
 
 
 # ----------------------------------------------------------------------- resume
@@ -313,7 +315,7 @@ def test_resume_equals_uninterrupted(tmp_path, dropout, schedule):
     first.save(str(tmp_path / "b" / "model.npz"))
     del first
     minigrad.manual_seed(999)                            # resume must restore the RNG, not rely on it
-    resumed = Trainer.resume(str(tmp_path / "b" / "model.npz"))
+    resumed = DateTrainer.resume(str(tmp_path / "b" / "model.npz"))
     assert resumed.step == 6
     losses += [resumed.train_step()["loss"] for _ in range(6)]
 
@@ -322,13 +324,13 @@ def test_resume_equals_uninterrupted(tmp_path, dropout, schedule):
 
 
 def test_resumed_run_continues_the_log_and_matches(tmp_path, limited_evaluation):
-    """Trainer.run to step 6, then Trainer.resume(steps=12).run() equals one run of 12 steps
+    """Trainer.run to step 6, then DateTrainer.resume(steps=12).run() equals one run of 12 steps
     (a schedule that does not depend on the total, so extending the run changes nothing)."""
     straight = tiny_trainer(tmp_path / "a", steps=12, schedule="constant", dropout=0.1)
     straight.run(progress=False)
     first = tiny_trainer(tmp_path / "b", steps=6, schedule="constant", dropout=0.1)
     first.run(progress=False)
-    resumed = Trainer.resume(str(tmp_path / "b" / "model.npz"), steps=12)
+    resumed = DateTrainer.resume(str(tmp_path / "b" / "model.npz"), steps=12)
     assert resumed.config.steps == 12 and resumed.step == 6
     resumed.run(progress=False)
     for name, value in params_of(straight).items():
@@ -347,7 +349,7 @@ def test_training_learns_the_date_task(tmp_path):
     (Numba kernels; the numpy backend gives the same numbers): held-out exact match on the
     first 500 test dates 84.6%, per character 98.0%, loss 4.47 -> 0.057 (-98.7%), 15-45 s
     depending on machine load. (250 steps gave only 37.6%: keep 300.)"""
-    trainer = Trainer(ModelConfig(d_model=32, num_heads=4, num_encoder_layers=1, num_decoder_layers=1, d_ff=64),
+    trainer = DateTrainer(ModelConfig(d_model=32, num_heads=4, num_encoder_layers=1, num_decoder_layers=1, d_ff=64),
                       TrainConfig(steps=300, batch_size=64, lr=3e-3, warmup=50, eval_every=0, checkpoint_every=0),
                       out_dir=str(tmp_path))
     losses = [trainer.train_step()["loss"] for _ in range(trainer.config.steps)]

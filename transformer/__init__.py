@@ -2,23 +2,22 @@
 date task it learns: ``1845-01-05`` -> ``January 5, 1845``; beside it a decoder-only model,
 on the same task and on next-word prediction in a generated language.
 
-    dates.py       the 68-token vocabulary, encode/decode, the date data set
-    positional.py  sinusoidal table (the paper's formula) or learned positions
-    attention.py   scaled dot-product attention, SelfAttention / CrossAttention (packed w_qkv / w_kv), masks
-    layers.py      feed-forward, EncoderLayer, DecoderLayer, DecoderOnlyLayer
-    model.py       Transformer: encode, decode, decode_step (cached)
-    decoder_only.py  DecoderOnlyTransformer: causal blocks, next-token loss, cached generation
-    decoding.py    greedy, beam search, temperature / top-k sampling
-    training.py    Trainer (Adam + warm-up, checkpoints, resume), load_model
-    session.py     around each step: clock, log, progress bar, checkpoint cadence, profiler hook
-    stopping.py    when to evaluate, when the model is done (target, cool-down, confirmation)
-    interrupt.py   Ctrl-C / SIGTERM: finish the step, save, exit 130
-    run_dir.py     the run folder: overwrite refusal, lock, stale temporaries, log cut on resume
-    evaluation.py  exact match and per-character accuracy
-    checkpoint.py  atomic .npz checkpoints read without pickle, validated before use
-    cli.py         dates-train, dates-translate, dates-evaluate
-    next_word.py   next-word prediction: NextWordTrainer (per-kind held-out accuracy), complete
-    next_word_cli.py  next-word-train, next-word-complete
+    models/    the models a learner reads: attention.py (scaled dot-product attention, masks),
+               layers.py (feed-forward and the blocks), positional.py, encoder_decoder.py
+               (Transformer: encode, decode, cached decode_step), decoder_only.py (GPT-style:
+               causal blocks, next-token loss, cached generation), config.py
+    tasks/     the data: dates.py (the 68-token vocabulary, the date data set), language.py
+               (the generated language of the next-word model)
+    training/  trainer.py (the loop: Adam + warm-up, schedule, checkpoints, resume), dates.py and
+               next_word.py (the two tasks' trainers), stopping, evaluation, snapshots, session, interrupt
+    parallel/  how a step's gradients are computed: the batch's fixed halves on threads (data_parallel.py),
+               how many threads (threads.py)
+    decoding.py  greedy, beam search, temperature / top-k sampling
+    ladder/    the attention ladder: one model per idea (rungs.py) and the experiment over seeds
+    files/     atomic checkpoints read without pickle and validated, run folders, output files
+    commands/  the console scripts: dates-*, next-word-*, attention-ladder, dates-export
+
+Nothing here imports ``viz/``; the commands that draw live there.
 """
 from transformer.models.attention import (CrossAttention, MultiHeadAttention, SelfAttention, causal_mask, padding_mask,
                         scaled_dot_product_attention)

@@ -137,7 +137,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     from transformer.files.checkpoint import CheckpointError
     from transformer.files.run_dir import default_checkpoint
-    from transformer.training.trainer import load_model
+    from transformer.files.trained_model import load_model
     args.checkpoint = args.checkpoint or default_checkpoint()
     stem = args.checkpoint[:-4] if args.checkpoint.endswith(".npz") else args.checkpoint
     out = args.out or (stem + (".safetensors" if args.format == "safetensors" else "-torch.npz"))

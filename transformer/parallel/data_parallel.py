@@ -1,32 +1,37 @@
-"""Data-parallel training steps: each batch cut into two fixed halves, one per worker.
+"""Data-parallel training steps: each batch cut into fixed pieces, shared out among workers.
 
 The lesson of data-parallel training in one file. A step's loss is a mean over the
-batch's counted tokens, so its gradient is a sum over the tokens: each half runs its
-own forward and backward (its loss a mean over its own tokens), and the halves'
+batch's counted tokens, so its gradient is a sum over the tokens: each piece runs its
+own forward and backward (its loss a mean over its own tokens), and the pieces'
 gradients, each weighted by its share of the WHOLE batch's tokens, added give the
 step's gradient, up to the order in which floats were summed (for products over
-positions: per half, then across halves).
+positions: per piece, then across pieces).
 
-What keeps the run repeatable: the cut depends on the batch size only (rows
-``[0, n // 2)`` and ``[n // 2, n)``), each half runs the same ops on the same numbers
-whoever runs it, BLAS has one thread, and the halves' gradients are added in a fixed
-order (first + second). So ``workers`` (one: the halves one after the other on the
-calling thread; two: side by side, the second on a persistent helper thread) changes
-the speed, never a bit: a run switching worker counts mid-way, or on a busy machine,
-equals one that never switches. Two halves on threads overlap because numpy releases the
-GIL inside BLAS and the Numba kernels are compiled ``nogil`` (``minigrad/kernels/jit.py``);
-the Python between them (the engine's bookkeeping) still takes turns.
+What keeps the run repeatable: the cut depends on the batch size and the run's piece
+count only (``TrainConfig.pieces``, 2 by default: rows ``[0, n // 2)`` and ``[n // 2, n)``),
+each piece runs the same ops on the same numbers whoever runs it, BLAS has one thread,
+and the pieces' gradients are added in a fixed order (first + second + ...). So
+``workers`` (one: the pieces one after the other on the calling thread; two: side by
+side, the second half of them on a persistent helper thread) changes the speed, never a
+bit: a run switching worker counts mid-way, or on a busy machine, equals one that never
+switches. Nor do the processes of an MPI job, which share the pieces out the same way
+(``ranks.py``). Two pieces on threads overlap because numpy releases the GIL inside BLAS
+and the Numba kernels are compiled ``nogil`` (``minigrad/kernels/jit.py``); the Python
+between them (the engine's bookkeeping) still takes turns. The piece count is part of the
+arithmetic: another count gives other bits, and each piece pays the engine's per-op Python
+once more (4 pieces cost about 15% more a step than 2: docs/mpi.md).
 
-``BatchHalves`` is the seam the training loop sees: called with a batch, it sets every
-parameter's ``.grad`` and returns the loss. The loop knows nothing of workers or threads.
+``BatchPieces`` is the seam the training loop sees: called with a batch, it sets every
+parameter's ``.grad`` and returns the loss. The loop knows nothing of workers, threads or
+ranks; ``step_gradients`` makes the seam this process needs.
 
-Not shared between the halves: each builds its own graph and receives its own gradients
+Not shared between the pieces: each builds its own graph and receives its own gradients
 (``minigrad.autograd.grad``: nothing is written to any ``.grad`` until the sum). With the
-parameters a ``minigrad.flat.FlatParameters``, each half copies its gradients into a flat
-array of its own (a "bucket", what an all-reduce would send between machines) in its own
-thread, and the sum is three passes over flat arrays instead of 200 small calls. Dropout
+parameters a ``minigrad.flat.FlatParameters``, each piece copies its gradients into a flat
+array of its own (a "bucket", what the ranks of an MPI job send each other) in its own
+thread, and the sum is a few passes over flat arrays instead of 200 small calls. Dropout
 draws from one generator, in an order two threads would not fix: a model with dropout
-runs its halves one after the other, whatever ``workers`` says.
+runs its pieces one after the other, whatever ``workers`` says.
 """
 import contextlib
 from concurrent.futures import ThreadPoolExecutor

@@ -67,8 +67,7 @@ def date_probe(model):
 def sentence_probe(model):
     """The first held-out sentence of each kind, one row each (padded to the longest)."""
     from transformer.tasks import language
-    from transformer.training.next_word import LANGUAGE_SEED
-    examples = language.Language(LANGUAGE_SEED).evaluation_set(per_kind=1)
+    examples = language.Language().evaluation_set(per_kind=1)      # the split every next-word run trains on
     inputs = language.encode_batch(examples).inputs
     words = np.array([[language.VOCAB[i] for i in row] for row in inputs])
     rows = [f"{example.kind}: {' '.join(example.words)}" for example in examples]

@@ -1,12 +1,11 @@
-"""Training the date model: teacher forcing, Adam with warm-up, checkpoints, resume.
+"""The training loop: Adam with warm-up, a learning-rate schedule, checkpoints, resume.
 
-One step: sample a batch of training days, feed ``<sos> + target`` to the
-decoder, score its predictions of ``target + <eos>`` with cross-entropy that
-ignores ``<pad>``, backpropagate, clip the gradient norm, take an Adam step and
-advance the learning-rate schedule. Either architecture (``build_model``): the
-encoder-decoder reads the date in its encoder; the decoder-only model reads one
-sequence, the date's characters, ``<sos>``, the target (``dates.join_for_decoder_only``),
-and only the answer's tokens are scored (``teacher_forced``).
+One step: sample a batch, compute its gradients, clip their norm, take an Adam step and
+advance the schedule (``Trainer.train_step``). A task gives its data, batches, loss and
+evaluation (``dates.DateTrainer``, ``next_word.NextWordTrainer``); how a batch's gradients
+are computed (its fixed pieces, on one or two threads, or over the processes of an MPI job)
+is one object the loop calls, ``self.gradients`` (``transformer/parallel/``); it also says
+whether this process writes the run's log, checkpoints and snapshots.
 
 Everything random (initial weights, dropout, batches) comes from generators
 seeded by ``TrainConfig.seed`` whose states go into every checkpoint, so a run
@@ -16,23 +15,21 @@ import contextlib
 import math
 import os
 import time
+from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
 import minigrad
-from minigrad import functional as F
 from minigrad import optim
 from minigrad.flat import FlatParameters
 from transformer.parallel.data_parallel import step_gradients
 
 from transformer.files.checkpoint import CheckpointError, check_savable, load_checkpoint, save_checkpoint
-from transformer.models.config import DecoderOnlyConfig, ModelConfig, model_config_from_dict
-from transformer.tasks.dates import PAD, PROMPT_LEN, DateDataset, join_for_decoder_only
-from transformer.models.decoder_only import IGNORE, DecoderOnlyTransformer
-from transformer.training.evaluation import evaluate
-from transformer.models.encoder_decoder import Transformer
 from transformer.files.run_dir import CHECKPOINT_NAME, LOG_NAME
+from transformer.files.trained_model import check_task
+from transformer.models import build_model
+from transformer.models.config import model_config_from_dict
 from transformer.training.session import CheckpointCadence, ProgressBar, TrainingClock, TrainingLog, step_profile
 from transformer.training.snapshots import SNAPSHOTS_NAME, AttentionSnapshots
 from transformer.training.stopping import TargetStop
@@ -92,57 +89,21 @@ class TrainConfig:
             raise ValueError(f"betas must be two numbers in [0, 1), got {self.betas!r}")
 
 
-def teacher_forced(model, src, tgt, label_smoothing: float = 0.0):
-    """-> (loss, logits, targets) of one batch of dates, every answer token predicted from the
-    true ones before it; targets that are not scored hold ``<pad>`` or ``decoder_only.IGNORE``."""
-    if isinstance(model, DecoderOnlyTransformer):
-        sequences = join_for_decoder_only(src, tgt)
-        answer = (np.arange(sequences.shape[1]) >= PROMPT_LEN) & (sequences != PAD)
-        return model.next_token_loss(sequences, answer, label_smoothing)
-    logits = model(src, tgt[:, :-1])
-    loss = F.cross_entropy(logits, tgt[:, 1:], ignore_index=PAD, label_smoothing=label_smoothing)
-    return loss, logits, tgt[:, 1:]
-
-
-def scored(targets: np.ndarray) -> np.ndarray:
-    """Which targets count: neither ``<pad>`` nor ``IGNORE``."""
-    return (targets != PAD) & (targets != IGNORE)
-
-
-def teacher_forced_exact_match(logits: np.ndarray, targets: np.ndarray) -> float:
-    """Fraction of rows whose every next-token argmax equals the target (``<pad>`` and
-    ``IGNORE`` ignored).
-
-    When every teacher-forced prediction is right, greedy decoding feeds itself the same
-    prefixes and writes exactly the target: so this is the batch's greedy exact match
-    before the update, for free (the logits exist already). The stopping rule starts the
-    learning-rate cool-down from it (``stopping.TargetStop``), without a second of decoding.
-    """
-    return float(rows_exactly_right(logits, targets).mean())
-
-
-def rows_exactly_right(logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
-    """Per row: is every next-token argmax the target (``<pad>`` and ``IGNORE`` ignored)?"""
-    right = (logits.argmax(axis=-1) == targets) | ~scored(targets)
-    return right.all(axis=1)
-
-
-class Trainer:
+class Trainer(ABC):
     """Holds the model, optimizer, schedule, data, RNGs and stopping rule of one training run.
 
-    The task is the date task; a subclass trains another (``next_word.NextWordTrainer``) by
-    giving its own ``make_data``, ``sample_batch``, ``rows_loss``, ``batch_estimate`` and
-    ``evaluate``: the step, the schedule, the
-    stopping rule, checkpoints and resume stay the same.
+    A task is a subclass (``dates.DateTrainer``, ``next_word.NextWordTrainer``) that gives
+    ``make_data``, ``sample_batch``, ``rows_loss``, ``batch_estimate`` and ``evaluate``; the
+    step, the schedule, the stopping rule, checkpoints and resume are the same for every task.
     """
-    TASK = "dates"                               # the task of the models it trains (config.task)
+    TASK = None                                  # the task of the models it trains (config.task)
     HELD_OUT = "held-out dates"                  # what an evaluation scores, in messages
     METRIC = "held-out exact match"              # the evaluation's "exact_match", in messages
     ESTIMATE = "training batches at {:.1%} exact match"   # batch_estimate's value, in messages
 
-    def __init__(self, model_config: ModelConfig = None, train_config: TrainConfig = None, out_dir="runs/dates"):
-        self.model_config = model_config or ModelConfig()
-        self.config = train_config or TrainConfig()
+    def __init__(self, model_config, train_config: TrainConfig, out_dir: str):
+        self.model_config = model_config
+        self.config = train_config
         self.out_dir = out_dir
         minigrad.manual_seed(self.config.seed)
         self.model = build_model(self.model_config)
@@ -174,24 +135,28 @@ class Trainer:
             return optim.WarmupInverseSqrt(self.optimizer, c.lr, c.warmup)
         return optim.WarmupConstant(self.optimizer, c.lr, c.warmup)
 
-    # ----------------------------------------------------------------- task
+    # ----------------------------------------------------------------- the task's
+    @abstractmethod
     def make_data(self):
-        return DateDataset()
+        """The task's data (``self.data``)."""
 
+    @abstractmethod
     def sample_batch(self) -> tuple:
-        """One training batch: arrays whose rows are its examples (the halves cut these rows)."""
-        return self.data.sample_batch(self.data_rng, self.config.batch_size)
+        """One training batch: arrays whose rows are its examples (the pieces cut these rows)."""
 
-    def rows_loss(self, src, tgt):
-        """-> (mean loss over the scored tokens, how many, what ``batch_estimate`` reads) of some
-        rows of a batch."""
-        loss, logits, targets = teacher_forced(self.model, src, tgt, self.config.label_smoothing)
-        return loss, int(scored(targets).sum()), rows_exactly_right(logits.data, targets)  # in the half's thread
+    @abstractmethod
+    def rows_loss(self, *rows):
+        """-> (mean loss Tensor over the scored tokens, how many, what ``batch_estimate`` reads) of
+        some rows of a batch (it runs on a half's thread)."""
 
+    @abstractmethod
     def batch_estimate(self, extras) -> float:
-        """The batch's free estimate of held-out exact match (``teacher_forced_exact_match``: the
-        stopping rule's cool-down signal), from its halves' ``rows_loss`` extras: which rows were right."""
-        return float(np.concatenate(extras).mean())
+        """A free estimate of held-out accuracy after a step, from its pieces' ``rows_loss`` extras:
+        the stopping rule's cool-down signal."""
+
+    @abstractmethod
+    def evaluate(self, limit: int = None, show_wrong: int = 5) -> dict:
+        """Held-out evaluation: a dict with at least "exact_match" and "char_accuracy"."""
 
     # ----------------------------------------------------------------- steps
     def train_step(self) -> dict:
@@ -208,15 +173,9 @@ class Trainer:
                 "batch_exact_match": estimate}
 
     def _draws_dropout(self) -> bool:
-        """Whether the model draws dropout masks: then its halves run one after the other (one
+        """Whether the model draws dropout masks: then its pieces run one after the other (one
         generator, a fixed order of draws), whatever the worker count."""
         return any(m.p > 0 for m in self._dropouts)
-
-    def evaluate(self, limit: int = None, show_wrong: int = 5) -> dict:
-        src, tgt = self.data.test_src, self.data.test_tgt
-        if limit:
-            src, tgt = src[:limit], tgt[:limit]
-        return evaluate(self.model, src, tgt, show_wrong=show_wrong)
 
     # ------------------------------------------------------------------- run
     def run(self, progress: bool = True, log_path: str = None, checkpoint_path: str = None,
@@ -371,32 +330,3 @@ class _Unwritten(contextlib.nullcontext):
 
     def write(self, record: dict):
         pass
-
-
-def build_model(config):
-    """A fresh model of the architecture ``config`` describes (ModelConfig or DecoderOnlyConfig)."""
-    return DecoderOnlyTransformer(config) if isinstance(config, DecoderOnlyConfig) else Transformer(config)
-
-
-def check_task(path, config, task: str):
-    """CheckpointError in one line when the checkpoint's model was trained on another task."""
-    trained_on = getattr(config, "task", "dates")
-    if trained_on != task:
-        command = {"dates": "dates-train", "next-word": "next-word-train"}[trained_on]
-        raise CheckpointError(f"checkpoint {path} holds a {trained_on} model (written by {command}); "
-                              f"this command needs a {task} model")
-
-
-def load_model(path: str, task: str = "dates"):
-    """The trained model in a checkpoint, ready for decoding (checked before it is built): a
-    ``Transformer`` or a ``DecoderOnlyTransformer``, as its config's ``architecture`` says,
-    trained on ``task`` ("dates", or "next-word")."""
-    model_state, _, meta = load_checkpoint(path)
-    try:
-        config = model_config_from_dict(meta["model_config"])
-        check_task(path, config, task)
-        model = build_model(config)
-        model.load_state_dict(model_state)
-    except (KeyError, ValueError, TypeError) as error:
-        raise CheckpointError(f"checkpoint {path} does not fit the model it describes ({error})") from None
-    return model.eval()
