@@ -170,6 +170,15 @@ def test_a_process_count_that_does_not_divide_the_pieces_is_one_line(tmp_path):
     assert not (tmp_path / "run" / "model.npz").exists()
 
 
+def test_a_model_with_dropout_is_refused_in_one_line(tmp_path):
+    """Its masks come from one generator in piece order, which processes cannot share."""
+    result = run(2, tmp_path / "run", 2, "--dropout", "0.1")
+    assert result.returncode == 2
+    assert own_lines(result.stderr) == ["error: this model draws dropout masks, in piece order from one generator "
+                                        "that separate processes cannot share: train it without mpiexec, or with "
+                                        "--dropout 0"]
+
+
 @pytest.mark.parametrize("signal_number", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_to_mpiexec_saves_exits_130_and_resumes_under_one_process(job, tmp_path, signal_number):
     """mpiexec passes the signal to every rank; they agree on the step to stop after, rank 0

@@ -166,6 +166,9 @@ class RankPieces(BatchPieces):
         if self.count % self.job.size:
             raise JobError(f"mpiexec -n {self.job.size}: the processes must divide the run's {self.count} "
                            f"pieces of each batch (use -n {' or '.join(map(str, _divisors(self.count)))})")
+        if in_order:
+            raise JobError("this model draws dropout masks, in piece order from one generator that separate "
+                           "processes cannot share: train it without mpiexec, or with --dropout 0")
         self.share = self.count // self.job.size
         self.mine = range(self.job.rank * self.share, (self.job.rank + 1) * self.share)
         self.stop_watch = None
