@@ -21,6 +21,7 @@ whole job itself as soon as one rank dies: see docs/mpi.md.)
 The job is found from the variables the MPI launcher sets (``PMI_SIZE`` for MPICH's hydra,
 ``OMPI_COMM_WORLD_SIZE`` for Open MPI): a plain run never imports mpi4py.
 """
+import hashlib
 import io
 import os
 import socket
@@ -87,9 +88,7 @@ class Job:
         self.MPI, self.comm = MPI, MPI.COMM_WORLD
         self.comm.Set_errhandler(MPI.ERRORS_RETURN)      # a failed call raises here, rather than aborting
         self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
-        here = np.zeros(2, np.int64)
-        here[0] = int.from_bytes(socket.gethostname().encode()[-7:], "little")   # a machine's tag
-        here[1] = os.getpid()
+        here = np.array([_machine_tag(), os.getpid()], np.int64)
         places = np.zeros((self.size, 2), np.int64)
         self.comm.Allgather(here, places)
         self.neighbours = [int(pid) for r, (machine, pid) in enumerate(places)
@@ -129,6 +128,18 @@ class Job:
                                    f"({'pid ' + str(gone[0]) if gone else f'no answer in {STALL_SECONDS:.0f} s'})")
             time.sleep(pause)
             pause = min(2 * pause, 1e-3)
+
+
+def _machine_tag() -> int:
+    """A number that tells this machine (and this boot of it) from the others: two ranks with the
+    same tag can see each other's pids."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot = f.read().strip()
+    except OSError:
+        boot = ""
+    digest = hashlib.blake2b(f"{socket.gethostname()} {boot}".encode(), digest_size=8).digest()
+    return int(np.frombuffer(digest, np.int64)[0])
 
 
 def _alive(pid: int) -> bool:
@@ -176,8 +187,10 @@ class RankPieces(BatchPieces):
         n = len(params)
         self.header_size = 1 + self.share * (4 + n)      # pending stop; per piece: present, loss, tokens,
         self.headers = np.zeros((self.job.size, self.header_size))       # extra's bytes, each parameter used
-        self.sent = np.zeros((self.share, params.size), params.dtype)
+        self.sent = np.zeros((self.share, params.size), params.dtype)      # this rank's pieces' buckets
         self.received = np.zeros((self.job.size * self.share, params.size), params.dtype)
+        for j, piece in enumerate(self.mine):
+            self.buckets[piece] = self.sent[j]          # a piece's gradients land where they are sent from
 
     @property
     def writer(self) -> bool:
@@ -210,29 +223,26 @@ class RankPieces(BatchPieces):
         """This rank's header (floats), buckets (into ``sent``) and extras (bytes) of its pieces."""
         header = np.zeros(self.header_size)
         header[0] = bool(self.stop_watch and self.stop_watch.pending)
-        pieces = header[1:].reshape(self.share, -1)
-        self.sent[...] = 0
+        rows = header[1:].reshape(self.share, -1)      # a row per piece of this rank; absent ones stay 0
         blobs = []
         for (loss, tokens, grads, extra), piece in zip(results, present):
             j = piece - self.mine.start
             blob = _array_bytes(extra)
-            pieces[j, :4] = 1, loss, tokens, len(blob)
-            if isinstance(grads, np.ndarray):
-                self.sent[j] = grads
-                pieces[j, 4:] = 1
-            else:
-                used = [g is not None for g in grads]
+            rows[j, :4] = 1, loss, tokens, len(blob)
+            if isinstance(grads, np.ndarray):             # the bucket, already in self.sent[j]
+                rows[j, 4:] = 1
+            else:                                         # some parameter unused: zeros sent, flagged unused
+                rows[j, 4:] = [g is not None for g in grads]
                 self.params.pack([np.zeros(p.shape, self.params.dtype) if g is None else np.asarray(_data(g))
                                   for p, g in zip(self.params, grads)], self.sent[j])
-                pieces[j, 4:] = used
             blobs.append(blob)
         return header, np.frombuffer(b"".join(blobs), np.uint8).copy()
 
     def _unpack(self, gathered, sizes) -> list:
         """Every present piece's (loss, tokens, gradients, extra), in piece order, from the exchange."""
         results, offset = [], 0
-        pieces = self.headers[:, 1:].reshape(self.job.size * self.share, -1)
-        for i, (present, loss, tokens, size, *used) in enumerate(pieces):
+        rows = self.headers[:, 1:].reshape(self.job.size * self.share, -1)
+        for i, (present, loss, tokens, size, *used) in enumerate(rows):
             size = int(size)
             if not present:
                 continue
