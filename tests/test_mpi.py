@@ -6,6 +6,7 @@ Each test starts an MPI job of tiny models for a few steps (``pip install -e ".[
 mpi4py and MPICH's ``mpiexec``; without them the tests skip)."""
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -273,3 +274,18 @@ def test_fifty_steps_on_ranks_have_the_plain_bits(tmp_path, processes, pieces, a
     result = run(processes, ranks, 50, *options, timeout=900)
     assert result.returncode == 0, result.stderr
     assert_same_bits(plain, ranks)
+
+
+@pytest.mark.slow
+def test_two_ranks_reach_the_target_at_the_plain_commands_step_with_its_bits(tmp_path):
+    """The default date run, to its confirmed 99.9%: the same stopping step, accuracy and weights."""
+    finished = {}
+    for processes, name in ((0, "plain"), (2, "ranks")):
+        out = tmp_path / name
+        argv = [*([MPIEXEC, "-n", str(processes)] if processes else []), *DATES, "--out", str(out), "--no-progress"]
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=1800)
+        assert result.returncode == 0, result.stderr
+        finished[name] = [re.sub(r"after [0-9.]+ s of training", "", line)      # the seconds differ
+                          for line in result.stdout.splitlines() if line.startswith(("held-out", "target"))]
+    assert finished["plain"] == finished["ranks"] and "confirmed" in finished["plain"][1]
+    assert_same_bits(tmp_path / "plain", tmp_path / "ranks")
