@@ -2,6 +2,11 @@
 
     python examples/benchmark_kernels.py            # full run (~2 minutes, most of it compiling)
     python examples/benchmark_kernels.py --quick    # fewer repetitions
+    python examples/benchmark_kernels.py --record   # and write the verdicts to minigrad/kernels/measured.json
+
+``--record`` is how the registry learns which kernels pay: a kernel runs by default only where
+its recorded median beats its numpy twin's at its model-size example (``kernels/registry.py``).
+Record on a quiet machine, and say which in the commit.
 
 Prints one table and returns the rows from ``run_kernel_benchmarks()`` as a
 list of dicts (examples/benchmark.py calls it). Timings are medians of many
@@ -29,7 +34,7 @@ if REPO not in sys.path:
 
 import minigrad  # noqa: E402,F401  (loads the ops, which register their kernels)
 from minigrad import kernels  # noqa: E402
-from minigrad.kernels import matmul_kernels  # noqa: E402
+from minigrad.kernels import matmul_kernels, registry  # noqa: E402
 from minigrad.ops.matmul import matmul_arrays  # noqa: E402
 
 
@@ -146,17 +151,37 @@ def matmul_rows(repeats):
 
 
 def registered_kernel_rows(repeats):
-    """Every registered kernel but matmul's (above) against its op's numpy function."""
+    """Every registered kernel against its op's numpy function at its model-size example (matmul's
+    is op-by-op attention's P @ V; the products above show where its rule sends the others)."""
     rows = []
     for kernel in kernels.registered():
-        if kernel.op is matmul_arrays:
-            continue
         args = kernel.example(np.random.default_rng(0), np.dtype(np.float32), "model")
         shapes = "x".join(str(n) for n in next(a for a in args if isinstance(a, np.ndarray)).shape)
         group = kernel.op.__module__.rsplit(".", 1)[-1]
-        rows.append(_row(group, f"{kernel.name} {shapes}", lambda: kernel.op(*args), lambda: kernel.op.numpy(*args),
-                         repeats))
+        group = "batched matmul" if group == "matmul" else group     # the "matmul" rows are the model's products
+        row = _row(group, f"{kernel.name} {shapes}", lambda: kernel.run(*args), lambda: kernel.op.numpy(*args), repeats)
+        row.update(key=kernel.key, shape=shapes, pays=row["speedup"] >= 1)
+        rows.append(row)
     return rows
+
+
+def verdicts(info, rows):
+    """What ``--record`` writes: the machine and, per kernel, its model-size medians."""
+    kernel_rows = {r["key"]: {"shape": r["shape"], "kernel_us": round(r["kernel"]["median_us"], 1),
+                              "numpy_us": round(r["numpy"]["median_us"], 1), "speedup": round(r["speedup"], 2)}
+                   for r in rows if "key" in r}
+    return {"how": "python examples/benchmark_kernels.py --record: medians of alternating rounds, float32, "
+                   "each kernel at its example(..., 'model') arguments",
+            "date": time.strftime("%Y-%m-%d"), "machine": info, "kernels": kernel_rows}
+
+
+def write_json(path, value):
+    """Atomic: a reader (or an interrupted run) never sees half a file."""
+    folder = os.path.dirname(os.path.abspath(path))
+    with tempfile.NamedTemporaryFile("w", dir=folder, suffix=".tmp", delete=False) as file:
+        json.dump(value, file, indent=1)
+        file.write("\n")
+    os.replace(file.name, path)
 
 
 # --------------------------------------------------------------------------- fresh processes
@@ -228,12 +253,17 @@ def print_report(info, rows):
                   f" + first calls [{calls}] s")
 
 
-def run_kernel_benchmarks(quick=False):
-    """Run every benchmark, print the table, return the rows as a list of dicts."""
+def run_kernel_benchmarks(quick=False, record=False, only_registered=False):
+    """Run every benchmark, print the table, return the rows as a list of dicts; with ``record``,
+    write the registered kernels' verdicts to the registry's measured.json."""
     repeats = 100 if quick else 500
     info = machine_info()
-    rows = matmul_rows(repeats) + registered_kernel_rows(repeats) + startup_rows()
+    registered = registered_kernel_rows(repeats)
+    rows = registered if only_registered else matmul_rows(repeats) + registered + startup_rows()
     print_report(info, rows)
+    if record:
+        write_json(registry.MEASURED, verdicts(info, registered))
+        print(f"\nverdicts written to {os.path.relpath(registry.MEASURED)}")
     return [{"group": "machine", **info}] + rows
 
 
@@ -242,8 +272,11 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
     parser.add_argument("--json", metavar="FILE", help="also write the rows to FILE as JSON")
+    parser.add_argument("--record", action="store_true",
+                        help="write each registered kernel's verdict (faster than numpy or not) to the registry")
+    parser.add_argument("--registered-only", action="store_true",
+                        help="only the registered kernels (no matmul products, no start-up)")
     args = parser.parse_args()
-    results = run_kernel_benchmarks(quick=args.quick)
+    results = run_kernel_benchmarks(quick=args.quick, record=args.record, only_registered=args.registered_only)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
+        write_json(args.json, results)

@@ -12,14 +12,16 @@ kernel may replace:
 on the Numba backend imports ``minigrad.kernels`` (and so Numba), which registers every kernel.
 With ``MINIGRAD_KERNELS=numpy`` (or ``use_backend("numpy")``) nothing of Numba is ever loaded.
 
-A call runs the kernel when one is registered, the Numba backend is selected and the kernel's
-``fits(*args)`` is true; otherwise the numpy definition. That choice is made here and nowhere
+A call runs the kernel when one is registered, the Numba backend is selected, the kernel
+pays (the kernel benchmark measured it faster than the numpy definition at the shapes it is
+used on) and its ``fits(*args)`` is true; otherwise the numpy definition. That choice is made here and nowhere
 else, and the profiler is told which path each call took (``minigrad/observers.py``).
 """
 import contextlib
 import functools
 import importlib
 import os
+import sys
 
 from .observers import call as observed_call, watching
 
@@ -38,11 +40,30 @@ _kernels_loaded = False
 
 
 def load_kernels():
-    """Import the kernel package once: each kernel file registers itself (this loads Numba)."""
+    """Import the kernel package once: each kernel file registers itself (this loads Numba).
+
+    Retryable: if the load stops half-way (Ctrl-C while Numba imports, which takes seconds),
+    every module it added is forgotten, with the kernels they registered, so the next call
+    loads afresh instead of finding half a Numba (``module 'numba' has no attribute 'core'``)."""
     global _kernels_loaded
-    if not _kernels_loaded:
+    if _kernels_loaded:
+        return
+    before = set(sys.modules)
+    try:
         importlib.import_module(KERNEL_PACKAGE).load()
-        _kernels_loaded = True
+    except BaseException:
+        _forget_modules(set(sys.modules) - before)
+        raise
+    _kernels_loaded = True
+
+
+def _forget_modules(names):
+    registry = sys.modules.get(KERNEL_PACKAGE + ".registry")
+    for kernel in registry.registered() if registry is not None else ():
+        if kernel.run.__module__ in names:      # its file will register it again
+            registry.unregister(kernel.op)
+    for name in names:
+        del sys.modules[name]
 
 
 class Accelerated:
@@ -55,22 +76,23 @@ class Accelerated:
         self.numpy = numpy_function
         self.kernel = None
 
-    def runs_kernel(self, args):
-        """The one fallback rule: the kernel runs when there is one, the Numba backend is
-        selected and the kernel fits these arguments; otherwise the numpy function."""
+    def chosen(self, args):
+        """The one place that chooses: the kernel when the Numba backend is selected, a kernel
+        is registered, its measured verdict says it is faster than this numpy function at the
+        shapes it is used on (``kernels/registry.py``) and it fits these arguments; otherwise
+        the numpy function."""
         if _backend != "numba":
-            return False
+            return self.numpy
         if not _kernels_loaded:
             load_kernels()
         kernel = self.kernel
-        return kernel is not None and kernel.fits(*args)
+        return kernel.run if kernel is not None and kernel.pays and kernel.fits(*args) else self.numpy
+
+    def runs_kernel(self, args):
+        return self.chosen(args) is not self.numpy
 
     def __call__(self, *args):
-        # runs_kernel, written out: this runs a few times per op of every training step
-        if not _kernels_loaded and _backend == "numba":
-            load_kernels()
-        kernel = self.kernel
-        run = kernel.run if kernel is not None and _backend == "numba" and kernel.fits(*args) else self.numpy
+        run = self.chosen(args)
         if watching.observers:      # the profiler notes which path this call took
             return observed_call(self, "numpy" if run is self.numpy else "kernel", run, *args)
         return run(*args)

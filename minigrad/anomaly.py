@@ -18,7 +18,7 @@ import sys
 
 import numpy as np
 
-from .observers import Observer, watching
+from .observers import Observer, is_watching, observing
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
@@ -41,18 +41,14 @@ _MODE = _AnomalyMode()
 
 
 def is_enabled() -> bool:
-    return _MODE in watching.observers
+    return is_watching(_MODE)
 
 
 @contextlib.contextmanager
 def detect_anomaly(enabled: bool = True):
     """Context manager: record where each op was created and check every gradient (this thread)."""
-    previous = watching.observers
-    watching.observers = tuple(o for o in previous if o is not _MODE) + ((_MODE,) if enabled else ())
-    try:
+    with observing(_MODE, enabled):
         yield
-    finally:
-        watching.observers = previous
 
 
 def _array(x):

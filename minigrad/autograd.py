@@ -11,6 +11,7 @@ The order is reverse topological (every consumer of a tensor runs before the
 tensor's own op), built iteratively so that a chain of 100,000 ops does not hit
 Python's recursion limit.
 """
+import contextlib
 from typing import TYPE_CHECKING, NamedTuple, Optional, Tuple
 
 import numpy as np
@@ -52,24 +53,23 @@ def autograd_steps(root, grad=None, retain_graph=False, create_graph=False):
     recorded as ops of its own (see ``function.py``), so they can be
     differentiated again; the steps then hold Tensors instead of arrays.
     """
-    yield from _steps((root,), (grad,), retain_graph, create_graph)
+    yield from _steps((root,), (grad,), _Pass(retain_graph, create_graph))
 
 
 def backward(root, grad=None, retain_graph=False, create_graph=False):
     """Exhaust ``autograd_steps`` (this is ``Tensor.backward``); under ``profile()`` the engine's
     own time (summing and un-broadcasting gradients) gets a row."""
-    if observers.watching.observers:
-        return observers.call("autograd engine", "backward", _exhaust, root, grad, retain_graph, create_graph)
-    _exhaust(root, grad, retain_graph, create_graph)
+    _exhaust((root,), (grad,), _Pass(retain_graph, create_graph))
 
 
-def _exhaust(root, grad, retain_graph, create_graph):
-    for _ in _steps((root,), (grad,), retain_graph, create_graph):
-        pass
+def _exhaust(roots, grads, run):
+    if run.watchers:    # under profile(), the engine's own time gets a row
+        return observers.call("autograd engine", "backward", _exhaust_quietly, roots, grads, run)
+    _exhaust_quietly(roots, grads, run)
 
 
-def _capture(outputs, grad_outputs, retain_graph, create_graph, captured, inputs):
-    for _ in _steps(outputs, grad_outputs, retain_graph, create_graph, captured, inputs):
+def _exhaust_quietly(roots, grads, run):
+    for _ in _steps(roots, grads, run):
         pass
 
 
@@ -96,16 +96,11 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         if not isinstance(x, Tensor) or not x.requires_grad:
             raise RuntimeError(f"grad(): input {i} does not require grad, so it has no gradient "
                                "(create it with requires_grad=True)")
-    captured = {id(x): None for x in inputs}
-    retain = create_graph if retain_graph is None else retain_graph
-    if observers.watching.observers:   # under profile(), the engine's own time gets a row, as for backward()
-        observers.call("autograd engine", "backward", _capture, outputs, grad_outputs, retain, create_graph,
-                       captured, inputs)
-    else:
-        _capture(outputs, grad_outputs, retain, create_graph, captured, inputs)
+    run = _GradPass(inputs, create_graph if retain_graph is None else retain_graph, create_graph)
+    _exhaust(outputs, grad_outputs, run)
     results = []
     for i, x in enumerate(inputs):
-        g = captured[id(x)]
+        g = run.captured[id(x)]
         if g is None:
             if not allow_unused:
                 raise RuntimeError(f"grad(): input {i} (shape {x.shape}) was not used to compute the outputs; "
@@ -120,79 +115,127 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     return tuple(results)
 
 
-def _steps(roots, grads, retain_graph, create_graph, captured=None, wanted=()):
-    """The backward pass from ``roots``. ``captured`` (``{id(tensor): None}`` for the
-    tensors ``wanted``) is ``grad()``'s: the gradients of those tensors are stored there
-    instead of in any ``.grad``, and only ops on a path to them run (as in PyTorch, a
-    branch freed by an earlier pass is fine if nothing wanted lies below it).
-
-    Inside a forward-AD level ``grad()``'s gradients are Tensors too (without a
-    graph unless ``create_graph``), so tangents flow through the backward pass;
-    a plain ``backward()`` leaves ``.grad`` an array there too (PyTorch's ``.grad``
-    carries no tangent either), so an optimizer step works inside the level."""
-    tensor_mode = create_graph or (captured is not None and bool(forward_ad.state.active))
+def _steps(roots, grads, run):
+    """The backward pass from ``roots``, whose incoming gradients are ``grads``, as ``run`` says."""
     pending = {}
     for root, g in zip(roots, grads):
-        g = _initial_grad(root, g, tensor_mode)
-        previous = pending.get(id(root))
-        pending[id(root)] = g if previous is None else previous + g
-    order, ends = _reverse_topological_order(roots, wanted=wanted if captured is not None else None), ()
-    if captured is not None:
-        order, ends = _on_paths_to(order, captured)
-    if tensor_mode:
-        return _recording(create_graph, _run(order, pending, retain_graph, True, captured, ends))
-    return _run(order, pending, retain_graph, False, captured, ends)
+        g = _initial_grad(root, g, run.tensor_mode)
+        pending[id(root)] = g if id(root) not in pending else pending[id(root)] + g
+    order = run.order(roots)
+    with run.grad_mode():
+        yield from _run(order, pending, run)
 
 
-def _recording(create_graph, steps):
-    """``steps`` run with grad mode on (the backward is recorded) or off (tangents only)."""
-    with (grad_mode.enable_grad() if create_graph else grad_mode.no_grad()):
-        yield from steps
-
-
-def _run(order, pending, retain_graph, tensor_mode, captured=None, ends=(), hooks_at_ends=True):
-    watchers = observers.watching.observers     # () unless profiling or detect_anomaly
-    for tensor in order:
-        g = pending.pop(id(tensor), None)
+def _run(order, pending, run):
+    """The backward loop. ``pending`` maps a tensor's id to the sum of the gradients its
+    consumers sent it so far; ``run`` (a ``_Pass``) holds what a pass does besides the loop."""
+    for tensor in order:                     # every consumer of a tensor comes before it
+        g = pending.pop(id(tensor), None)    # its gradient, complete now; dropped from pending
         if g is None:
-            continue
-        if tensor._hooks and (hooks_at_ends or id(tensor) not in ends):
-            g = hooks.run_hooks(tensor, g)
+            continue                         # no gradient flows into it
+        g = run.arrived(tensor, g)           # hooks; then .grad, or grad()'s result
         fn = tensor.grad_fn
-        if captured is not None:
-            if id(tensor) in captured:
-                captured[id(tensor)] = g
-        elif fn is None or tensor._retains_grad:
-            _accumulate(tensor, g, tensor_mode)
-        if fn is None or (ends and id(tensor) in ends):
-            continue
-        if inplace.clock != fn.recorded_at:     # something was changed in place after this op ran
-            _check_saved_arrays_unchanged(fn, tensor)
-        if tensor_mode:
-            input_grads = _differentiable_backward(fn, tensor, g, watchers)
-        elif not watchers:
-            input_grads = fn.backward(g, **fn.saved)
-        else:
-            input_grads = observers.call(fn, "backward", fn.backward, g, **fn.saved)
-        if not isinstance(input_grads, tuple):
-            input_grads = (input_grads,)
-        aligned = []
+        if fn is None or run.stops_at(tensor):
+            continue                         # a leaf, or grad() needs nothing below it
+        input_grads = run.backward(fn, tensor, g)
+        input_grads = tuple(_summed_to(inp, ig) for inp, ig in zip(fn.inputs, input_grads))
         for inp, ig in zip(fn.inputs, input_grads):
-            if ig is None or not inp.requires_grad:
-                aligned.append(None)
-                continue
-            if ig.shape != inp.shape:
-                ig = unbroadcast(ig, inp.shape)
-            aligned.append(ig)
-            key = id(inp)
-            previous = pending.get(key)
-            pending[key] = ig if previous is None else previous + ig
-        aligned = tuple(aligned)
-        for watcher in watchers:
-            watcher.stepped(fn, g, aligned)
-        yield BackwardStep(tensor, fn, g, aligned)
-        if not retain_graph:
-            fn.release()
+            if ig is not None:
+                pending[id(inp)] = ig if id(inp) not in pending else pending[id(inp)] + ig
+        run.stepped(fn, g, input_grads)
+        yield BackwardStep(tensor, fn, g, input_grads)
+        if not run.retain_graph:
+            fn.release()                     # free the saved arrays as we go
+
+
+def _summed_to(inp, ig):
+    """``ig`` summed back to ``inp``'s shape (the one place broadcasting is undone); None where
+    there is no gradient or ``inp`` needs none."""
+    if ig is None or not inp.requires_grad:
+        return None
+    return ig if ig.shape == inp.shape else unbroadcast(ig, inp.shape)
+
+
+class _Pass:
+    """What a ``backward()`` pass does besides the loop: where a gradient goes when it is
+    complete, how an op's backward is called, who is told of each step.
+
+    Gradients are arrays, or Tensors in ``tensor_mode`` (``create_graph``; ``grad()`` inside
+    a forward-AD level, so that tangents flow through the pass). Observers (the profiler,
+    ``detect_anomaly``) are read once, when the pass starts."""
+
+    def __init__(self, retain_graph, create_graph, tensor_mode=None):
+        self.retain_graph, self.create_graph = retain_graph, create_graph
+        self.tensor_mode = create_graph if tensor_mode is None else tensor_mode
+        self.watchers = observers.watching.observers     # () unless profiling or detect_anomaly
+
+    def order(self, roots):
+        return _reverse_topological_order(roots)
+
+    def grad_mode(self):
+        """Recorded (create_graph) or not (tangents only) where the gradients are Tensors."""
+        if not self.tensor_mode:
+            return contextlib.nullcontext()
+        return grad_mode.enable_grad() if self.create_graph else grad_mode.no_grad()
+
+    def arrived(self, tensor, g):
+        """``tensor``'s complete gradient after its hooks; a leaf (or ``retain_grad()``) adds it to ``.grad``."""
+        if tensor._hooks:
+            g = hooks.run_hooks(tensor, g)
+        if tensor.grad_fn is None or tensor._retains_grad:
+            _accumulate(tensor, g, self.tensor_mode)
+        return g
+
+    def stops_at(self, tensor):
+        return False
+
+    def backward(self, fn, output, g):
+        """``fn``'s input gradients (a tuple), after checking that nothing it saved was changed in place."""
+        if inplace.clock != fn.recorded_at:     # something was changed in place after this op ran
+            _check_saved_arrays_unchanged(fn, output)
+        if self.tensor_mode:
+            input_grads = _differentiable_backward(fn, output, g, self.watchers)
+        elif self.watchers:
+            input_grads = observers.call(fn, "backward", fn.backward, g, **fn.saved)
+        else:
+            input_grads = fn.backward(g, **fn.saved)
+        return input_grads if isinstance(input_grads, tuple) else (input_grads,)
+
+    def stepped(self, fn, g, input_grads):
+        for watcher in self.watchers:
+            watcher.stepped(fn, g, input_grads)
+
+
+class _GradPass(_Pass):
+    """``grad()``'s pass: the gradients of the tensors ``wanted`` go to ``captured`` (by id)
+    instead of any ``.grad``, and only ops on a path to them run (as in PyTorch, a branch
+    freed by an earlier pass is fine if nothing wanted lies below it).
+
+    ``inside_op``: the pass differentiates a fused op's composition down to the op's own
+    inputs, whose hooks run once, in the outer pass, not here as well."""
+
+    def __init__(self, wanted, retain_graph, create_graph, inside_op=False):
+        super().__init__(retain_graph, create_graph, create_graph or bool(forward_ad.state.active))
+        self.wanted, self.inside_op, self.ends = wanted, inside_op, ()
+        self.captured = {id(x): None for x in wanted}
+
+    def order(self, roots):
+        if self.inside_op:
+            order = _reverse_topological_order(roots, stop=self.captured)
+        else:
+            order = _reverse_topological_order(roots, wanted=self.wanted)
+        order, self.ends = _on_paths_to(order, self.captured)
+        return order
+
+    def arrived(self, tensor, g):
+        if tensor._hooks and not (self.inside_op and id(tensor) in self.ends):
+            g = hooks.run_hooks(tensor, g)
+        if id(tensor) in self.captured:
+            self.captured[id(tensor)] = g
+        return g
+
+    def stops_at(self, tensor):
+        return id(tensor) in self.ends
 
 
 def _accumulate(tensor, g, tensor_mode):
@@ -223,15 +266,12 @@ def _backward_through_composition(fn, g):
     with ``create_graph``; the pass stops at those inputs, so only the
     composition's own ops run."""
     wanted = [inp for inp, need in zip(fn.inputs, fn.needs_input_grad) if need]
-    captured = {id(x): None for x in wanted}
-    stop = set(captured)    # the walk need not go below the op's own inputs
+    run = _GradPass(wanted, retain_graph=True, create_graph=True, inside_op=True)
     with grad_mode.enable_grad():
         twin = fn.compose(fn.inputs, fn.options)
-        order, ends = _on_paths_to(_reverse_topological_order((twin,), stop), captured)
-        # the inputs' own hooks run once, in the outer pass, not here as well
-        for _ in _run(order, {id(twin): g}, True, True, captured, ends, hooks_at_ends=False):
+        for _ in _run(run.order((twin,)), {id(twin): g}, run):
             pass
-    return tuple(captured.get(id(inp)) if need else None for inp, need in zip(fn.inputs, fn.needs_input_grad))
+    return tuple(run.captured.get(id(inp)) if need else None for inp, need in zip(fn.inputs, fn.needs_input_grad))
 
 
 def _initial_grad(root, grad, tensor_mode=False):

@@ -160,6 +160,9 @@ def _reads(cls, rule):
         return ()
     inputs = [p.name for p in inspect.signature(cls.forward).parameters.values()
               if p.kind is p.POSITIONAL_OR_KEYWORD][1:]      # after self
+    if OUT in inputs:
+        raise TypeError(f"{cls.__name__}.forward has an input named {OUT!r}, the name by which a rule reads "
+                        "the op's own output; rename the input")
     for name in names:
         if name != OUT and name not in inputs:
             raise TypeError(f"{cls.__name__}.{rule.__name__} reads {name!r}: a rule's keyword-only parameters "

@@ -39,13 +39,24 @@ watching = _Watching()
 
 
 @contextlib.contextmanager
-def observing(observer):
-    """Context manager: ``observer`` watches this thread's engine inside the block."""
-    watching.observers = watching.observers + (observer,)
+def observing(observer, enabled=True):
+    """Context manager: ``observer`` watches this thread's engine inside the block, or, with
+    ``enabled=False``, does not (even if an outer block started it); afterwards it watches
+    again exactly if it did before."""
+    was_watching = observer in watching.observers
+    watching.observers = _without(observer) + ((observer,) if enabled else ())
     try:
         yield observer
     finally:
-        watching.observers = tuple(o for o in watching.observers if o is not observer)
+        watching.observers = _without(observer) + ((observer,) if was_watching else ())
+
+
+def is_watching(observer) -> bool:
+    return observer in watching.observers
+
+
+def _without(observer):
+    return tuple(o for o in watching.observers if o is not observer)
 
 
 def call(what, stage, run, *args, **options):

@@ -276,6 +276,12 @@ class Tensor(NumpyInterop, InPlaceOps):
     def gelu(self):
         return ops.GELU.apply(self)
 
+    def hardswish(self):
+        return ops.Hardswish.apply(self)
+
+    def log1p(self):
+        return ops.Log1p.apply(self)
+
     def softmax(self, axis=-1):
         return ops.Softmax.apply(self, axis=axis)
 

@@ -39,9 +39,9 @@ def attend(q, k, v, allowed, heads):
     return A.attention(q, k, v, allowed, heads, q.shape[2], (0, 0, 0))
 
 
-def backward(grad, q, k, v, weights, heads):
+def backward(grad, q, k, v, weights, allowed, heads):
     """(dq, dk, dv) from the op's backward function, q, k and v separate arrays."""
-    return A.attention_backward(grad, q, k, v, weights, heads, (0, 0, 0))
+    return A.attention_backward(grad, q, k, v, weights, allowed, heads, (0, 0, 0))
 
 
 def masks(batch, heads, q_len, k_len, rng):
@@ -67,12 +67,13 @@ def test_fused_values_and_gradients_match_the_composition(shape, dtype, backend)
     with kernels.use_backend(backend):
         for mask in masks(batch, heads, q_len, k_len, rng):
             want_out, want_weights = step_by_step(q, k, v, heads, mask)
-            out, weights = attend(q, k, v, np.ones((1,), bool) if mask is None else mask, heads)
+            allowed = np.ones((1,), bool) if mask is None else mask
+            out, weights = attend(q, k, v, allowed, heads)
             assert out.dtype == dtype and weights.dtype == dtype
             np.testing.assert_allclose(out, want_out, **tol)
             np.testing.assert_allclose(weights, want_weights, **tol)
-            want = A.attention_backward.numpy(grad, q, k, v, want_weights.astype(dtype), heads, (0, 0, 0))
-            for got, expected in zip(backward(grad, q, k, v, weights, heads), want):
+            want = A.attention_backward.numpy(grad, q, k, v, want_weights.astype(dtype), allowed, heads, (0, 0, 0))
+            for got, expected in zip(backward(grad, q, k, v, weights, allowed, heads), want):
                 np.testing.assert_allclose(got, expected, **tol)
 
 
@@ -83,13 +84,14 @@ def test_backward_of_packed_inputs_and_refusing_overlapping_ones(backend):
     qkv, grad = rand((2, 5, 24), np.float32), rand((2, 5, 8), np.float32, 1)
     with kernels.use_backend(backend):
         out, weights = A.attention(qkv, qkv, qkv, np.ones((1,), bool), 2, 8, (0, 8, 16))
-        d_qkv, d_k, d_v = A.attention_backward(grad, qkv, qkv, qkv, weights, 2, (0, 8, 16))
+        everywhere = np.ones((1,), bool)
+        d_qkv, d_k, d_v = A.attention_backward(grad, qkv, qkv, qkv, weights, everywhere, 2, (0, 8, 16))
         assert d_qkv is d_k is d_v and d_qkv.shape == qkv.shape
         parts = (qkv[..., :8].copy(), qkv[..., 8:16].copy(), qkv[..., 16:].copy())
-        want = A.attention_backward.numpy(grad, *parts, weights, 2, (0, 0, 0))
+        want = A.attention_backward.numpy(grad, *parts, weights, everywhere, 2, (0, 0, 0))
         np.testing.assert_allclose(d_qkv, np.concatenate(want, axis=-1), rtol=2e-4, atol=2e-5)
         with pytest.raises(ValueError, match=r"q, k and v overlap \(one array, columns \(0, 4, 16\), width 8\)"):
-            A.attention_backward(grad, qkv, qkv, qkv, weights, 2, (0, 4, 16))
+            A.attention_backward(grad, qkv, qkv, qkv, weights, everywhere, 2, (0, 4, 16))
 
 
 def test_nan_from_a_masked_score_redoes_the_call_exactly():
@@ -113,7 +115,7 @@ def test_fully_masked_row_gives_zero_weights_output_and_gradient():
     out, weights = attend(q, k, v, mask, 2)
     assert not np.isnan(out).any() and not np.isnan(weights).any()
     assert (weights[0, :, 1] == 0).all() and (out[0, 1] == 0).all()
-    dq, dk, dv = backward(np.ones_like(out), q, k, v, weights, 2)
+    dq, dk, dv = backward(np.ones_like(out), q, k, v, weights, mask, 2)
     assert (dq[0, 1] == 0).all() and np.isfinite(dk).all() and np.isfinite(dv).all()
 
 
@@ -123,7 +125,7 @@ def test_masked_keys_get_exactly_zero_weight_and_gradient():
     mask[0, ..., 4:] = False
     out, weights = attend(q, k, v, mask, 2)
     assert (weights[0, :, :, 4:] == 0).all()
-    _, dk, dv = backward(rand(out.shape, seed=5), q, k, v, weights, 2)
+    _, dk, dv = backward(rand(out.shape, seed=5), q, k, v, weights, mask, 2)
     assert (dk[0, 4:] == 0).all() and (dv[0, 4:] == 0).all()
     assert (np.abs(dk[0, :4]).sum(axis=-1) > 0).all()
 

@@ -78,19 +78,24 @@ def test_every_kernel_equals_its_numpy_function_on_nan_and_minus_inf_rows(kernel
 
 @pytest.mark.parametrize("kernel", KERNELS, ids=lambda k: k.name)
 def test_the_op_function_runs_the_kernel_only_on_the_numba_backend(kernel, monkeypatch):
-    """The one fallback rule: kernel when the Numba backend is on and fits() says yes."""
+    """The one fallback rule: kernel when the Numba backend is on, its verdict says it pays and fits() says yes."""
     calls = []
     monkeypatch.setattr(kernel, "run", lambda *args: calls.append("kernel"))
     monkeypatch.setattr(kernel.op, "numpy", lambda *args: calls.append("numpy"))
     args = kernel.example(np.random.default_rng(5), np.dtype(np.float64), "small")
+    monkeypatch.setattr(kernel, "pays", True)
     with kernels.use_backend("numba"):
         kernel.op(*args)
     with kernels.use_backend("numpy"):
         kernel.op(*args)
+    monkeypatch.setattr(kernel, "pays", False)
+    with kernels.use_backend("numba"):
+        kernel.op(*args)
+    monkeypatch.setattr(kernel, "pays", True)
     monkeypatch.setattr(kernel, "fits", lambda *args: False)
     with kernels.use_backend("numba"):
         kernel.op(*args)
-    assert calls == ["kernel", "numpy", "numpy"]
+    assert calls == ["kernel", "numpy", "numpy", "numpy"]
 
 
 def test_kernel_for_needs_an_accelerated_function_and_one_kernel_each():

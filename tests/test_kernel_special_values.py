@@ -141,7 +141,7 @@ def test_fused_attention_propagates_nan_and_inf_as_numpy_does(k_len, where, spec
 
     def compute():
         out, weights = A.attention(q, k, v, allowed, heads, q.shape[2], (0, 0, 0))
-        dq, dk, dv = A.attention_backward(grad, q, k, v, weights, heads, (0, 0, 0))
+        dq, dk, dv = A.attention_backward(grad, q, k, v, weights, allowed, heads, (0, 0, 0))
         return out, weights, dq, dk, dv
     got, want = both_backends(compute)
     assert_same(got, want, dtype)

@@ -17,6 +17,7 @@ from minigrad import functional as F
 
 nan, inf = np.nan, np.inf
 TABLE = Path(__file__).resolve().parent.parent / "docs" / "nan-rules.md"
+CAUSAL = np.tril(np.ones((3, 3), bool))
 
 # row: (minigrad function, input, output gradient (None: ones), tangent (None: not checked),
 #       PyTorch 2.13's {"value", "grad", "tangent"}, and minigrad's own answer where it differs)
@@ -85,6 +86,36 @@ ROWS = {
         [[[0.5, -1.0, 2.0], [1.5, 0.25, -0.5]]], None, [[[1., 1., 1.], [1., 1., 1.]]],
         {"value": [[[2.0], [nan]]], "grad": [[[0.0, 0.0, nan], [0.0, 0.0, nan]]], "tangent": [[[1.0], [nan]]]},
         {"value": [[[2.0], [0.0]]], "grad": [[[0.0, 0.0, 1.0], [0.0, 0.0, 0.0]]], "tangent": [[[1.0], [0.0]]]}),
+    # a NaN query (row 1) under a causal mask: key 2, hidden from it, keeps a finite gradient in the
+    # dimension the NaN does not touch (masked_fill's 0, not 0 * NaN)
+    "attention-nan-query": (
+        lambda x: F.self_attention(x, 1, CAUSAL)[0],
+        [[[0.5, -1.0, 0.25, 1.0, 2.0, -0.5], [nan, 0.75, -0.5, 0.5, 1.5, 0.25], [1.0, 0.5, -1.5, -0.25, -1.0, 2.0]]],
+        None, [[[1.0] * 6] * 3],
+        {"value": [[[2.0, -0.5], [nan, nan], [1.5201097134316977, -0.0022346226484409037]]],
+         "grad": [[[0.0, 0.0, nan, nan, nan, nan], [nan, nan, nan, nan, nan, nan],
+                   [0.03501608723285378, 0.02673241216280884, nan, -0.020330124045438023, nan, nan]]],
+         "tangent": [[[1.0, 1.0], [nan, nan], [1.5988069187348823, 0.46294158066077995]]]}),
+    # -inf in a query makes every score it may see -inf: NaN (not the zeros of a query the mask
+    # hides), and NaN in the gradients of everything that row read
+    "attention-minus-inf-query": (
+        lambda x: F.self_attention(x, 1, CAUSAL)[0],
+        [[[0.5, -1.0, 0.25, 1.0, 2.0, -0.5], [-inf, 0.75, 0.5, 0.5, 1.5, 0.25], [1.0, 0.5, -1.5, -0.25, -1.0, 2.0]]],
+        None, [[[1.0] * 6] * 3],
+        {"value": [[[2.0, -0.5], [nan, nan], [1.51544733483999, 0.056245241260007836]]],
+         "grad": [[[0.0, 0.0, nan, nan, nan, nan], [nan, nan, nan, nan, nan, nan],
+                   [0.07475440251685987, 0.014266660512418719, nan, -0.017239522689067192, nan, nan]]],
+         "tangent": [[[1.0, 1.0], [nan, nan], [1.4563723088991158, 0.6326487541301626]]]}),
+    "layer-norm-inf": (
+        lambda x: F.layer_norm(x, eps=1e-5), [[inf, 0., 1.], [1., 2., 4.]], None, [[1., 2., 3.]] * 2,
+        {"value": [[nan, nan, nan], [-1.0690415314502977, -0.26726038286257453, 1.3363019143128718]],
+         "grad": [[nan, nan, nan], [-1.1102230246251565e-16, -1.1102230246251565e-16, 1.1102230246251565e-16]],
+         "tangent": [[nan, nan, nan], [-0.11454458203331663, 0.1718091416386017, -0.05726455960528476]]}),
+    "cross-entropy-smoothing-inf-logit": (
+        lambda x: F.cross_entropy(x, np.array([1, 0]), label_smoothing=0.1), [[inf, 0., 1.], [0., 1., 2.]], None,
+        [[1., 2., 3.]] * 2,
+        {"value": nan, "grad": [[nan, nan, nan], [-0.42165138008147646, 0.10569756886073216, 0.31595381122074423]],
+         "tangent": nan}),
     "softmax-partly-masked": (
         lambda x: x.softmax(-1), [[-inf, 0., 1.]], [[1., 2., 3.]], [[1., 2., 3.]],
         {"value": [[0.0, 0.26894142136999516, 0.7310585786300049]],

@@ -57,7 +57,7 @@ def test_a_nan_output_gradient_of_one_query_does_not_reach_keys_it_cannot_see(ba
     allowed = np.tril(np.ones((length, length), bool))
     with kernels.use_backend(backend), np.errstate(invalid="ignore"):
         _, weights = A.attention(qkv, qkv, qkv, allowed, heads, width, (0, width, 2 * width))
-        d_qkv, _, _ = A.attention_backward(grad, qkv, qkv, qkv, weights, heads, (0, width, 2 * width))
+        d_qkv, _, _ = A.attention_backward(grad, qkv, qkv, qkv, weights, allowed, heads, (0, width, 2 * width))
         parts = [Tensor(split(qkv[..., i * width:(i + 1) * width], heads), requires_grad=True) for i in range(3)]
         out, _ = scaled_dot_product_attention(*parts, allowed)
         out.backward(split(grad, heads))

@@ -7,11 +7,13 @@ backend runs ``load()``, which imports every file here, and each kernel file reg
 itself (``registry.py``: ``@kernel_for(op_function, fits=..., example=..., stage=...)``).
 So ``import minigrad`` does not load Numba, and ``MINIGRAD_KERNELS=numpy`` never does.
 
-- ``registry.py``: ``kernel_for`` and the list of registered kernels.
+- ``registry.py``: ``kernel_for`` and the list of registered kernels; ``measured.json``, the
+  kernel benchmark's verdicts: a kernel runs by default only where it measured faster than
+  numpy at its model shapes.
 - ``jit.py``: ``numba.njit`` with the on-disk cache; ``compile_cache.py`` says whether that
   cache is warm and fills it on two cores, for the registered kernels.
-- One file per kernel family: softmax, layer norm, attention, ReLU, Adam, batched matmul,
-  the embedding gradient's scatter-add.
+- One file per kernel family: softmax, layer norm, attention, ReLU, hardswish, Adam, batched
+  matmul, the embedding gradient's scatter-add.
   Each registers a function with its op function's arguments and results.
 - ``elementwise.py``: ``@elementwise``, a kernel from a one-line scalar function (ReLU's).
 - ``simd.py``: a small vector vocabulary (``vload``, ``vstore``, ``vfma``, ...; plain

@@ -77,7 +77,21 @@ def _four_softmax_rows(x, x_rows, bias, bias_rows, scale, block, out, out_rows):
         vstore(o1, j, n, vload(s1, j, n, zero) * k1)
         vstore(o2, j, n, vload(s2, j, n, zero) * k2)
         vstore(o3, j, n, vload(s3, j, n, zero) * k3)
-    return t0 != t0 or t1 != t1 or t2 != t2 or t3 != t3  # a NaN sum: the row is NaN
+    return _redo(t0, b0) or _redo(t1, b1) or _redo(t2, b2) or _redo(t3, b3)
+
+
+@jit(forceinline=True)
+def _redo(total, bias_row):
+    """Whether the numpy definition must redo the call for this row: a NaN sum (the row is NaN),
+    or a sum of 0 (every score -inf) though the mask allows a key: an inf in the input, whose
+    row PyTorch makes NaN, not the zeros of a row the mask hides. Both are rare."""
+    if total != total:
+        return True
+    if total == 0:
+        for j in range(bias_row.shape[0]):
+            if bias_row[j] == 0:
+                return True
+    return False
 
 
 # ---------------------------------------------------------------- the kernels
@@ -132,12 +146,14 @@ def _attention_kernel(q, k, v, columns, num_heads, bias, bias_strides, out, weig
 
 
 @jit()
-def _attention_backward_kernel(grad, q, k, v, columns, weights, num_heads, dq, dk, dv, v_t, d_s):
+def _attention_backward_kernel(grad, q, k, v, columns, weights, bias, bias_strides, num_heads, dq, dk, dv, v_t, d_s):
     """Writes dq, dk and dv at the columns of their inputs (one array may hold all three).
-    Per (b, h): dP = G Vᵀ, dS from it in place, then the three products. Scratch: v_t, d_s."""
+    Per (b, h): dP = G Vᵀ, dS from it in place, then the three products. The mask as in the
+    forward (``bias``: rows of 0 / -inf). Scratch: v_t, d_s."""
     batch, q_len, width = grad.shape
     k_len, depth = k.shape[1], width // num_heads
     q_col, k_col, v_col = columns
+    sb, sh, si = bias_strides
     scale = q.dtype.type(1 / np.sqrt(depth))
     start, one = np.intp(0), np.intp(1)  # typed like the computed offsets: each helper compiles once
     for b in range(batch):
@@ -147,11 +163,11 @@ def _attention_backward_kernel(grad, q, k, v, columns, weights, num_heads, dq, d
             _transpose_head(v, b, v_col + c, v_t)
             rows_times(flat(grad), g_start + c, width, one, flat(v_t), start, k_len,
                        flat(d_s), start, k_len, q_len, k_len, depth)
-            for i in range(q_len):  # dS = P * (dP - sum(P * dP)) / sqrt(D), 0 where P is 0
-                p = weights[b, h, i]
-                if not np.isfinite(softmax_backward_row(p, d_s[i], d_s[i], scale)):
-                    for j in range(k_len):  # a NaN or inf in dP: 0 * it is NaN where P is 0
-                        if p[j] == 0:
+            for i in range(q_len):  # dS = P * (dP - sum(P * dP)) / sqrt(D), 0 where the key is hidden
+                if not np.isfinite(softmax_backward_row(weights[b, h, i], d_s[i], d_s[i], scale)):
+                    hidden = bias[b * sb + h * sh + i * si]
+                    for j in range(k_len):  # a NaN or inf in the row: a hidden key still gets 0 (masked_fill's)
+                        if hidden[j] != 0:
                             d_s[i, j] = 0
             rows_times(flat(d_s), start, k_len, one, flat(k), k_start + k_col + c, k.shape[2],  # dQ = dS K
                        flat(dq), b * q_len * dq.shape[2] + q_col + c, dq.shape[2], q_len, depth, k_len)
@@ -193,7 +209,7 @@ def _backward_example(rng, dtype, size):
     q, k, v, allowed, heads, width, columns = _example(rng, dtype, size)
     _, weights = op.attention.numpy(q, k, v, allowed, heads, width, columns)
     grad = rng.standard_normal((q.shape[0], q.shape[1], width)).astype(dtype)
-    return grad, q, k, v, weights, heads, columns
+    return grad, q, k, v, weights, allowed, heads, columns
 
 
 @kernel_for(op.attention, fits=lambda q, k, v, allowed, heads, width, columns: _kernel_fits((q, k, v), heads, width, columns),
@@ -204,23 +220,24 @@ def attention(q, k, v, allowed, num_heads, width, columns):
     bias, strides = _mask_as_bias(allowed, weights.shape, q.dtype)
     scratch = np.empty((width // num_heads, k_len), q.dtype), np.empty((4, k_len), q.dtype)
     if _attention_kernel(q, k, v, np.asarray(columns, np.int64), num_heads, bias, strides, out, weights, *scratch):
-        # a NaN or +inf masked score (rare): the exact np.where of the numpy definition
+        # a NaN row, or an allowed row of -inf scores (rare): the exact numpy definition
         return op.attention.numpy(q, k, v, allowed, num_heads, width, columns)
     return out, weights
 
 
-def _backward_fits(grad, q, k, v, weights, num_heads, columns):
+def _backward_fits(grad, q, k, v, weights, allowed, num_heads, columns):
     return (grad.dtype == q.dtype and grad.flags.c_contiguous and weights.dtype == q.dtype
             and _kernel_fits((q, k, v), num_heads, grad.shape[2], columns))
 
 
 @kernel_for(op.attention_backward, fits=_backward_fits, example=_backward_example, stage="training",
             compiled=[_attention_backward_kernel])
-def attention_backward(grad, q, k, v, weights, num_heads, columns):
+def attention_backward(grad, q, k, v, weights, allowed, num_heads, columns):
     width = grad.shape[2]
     covered = all(sum(width for y in (q, k, v) if y is x) == x.shape[2] for x in (q, k, v))
     dq, dk, dv = op.gradient_arrays((q, k, v), columns, width, np.empty if covered else np.zeros)
     depth, q_len, k_len = width // num_heads, q.shape[1], k.shape[1]
+    bias, strides = _mask_as_bias(allowed, weights.shape, q.dtype)
     _attention_backward_kernel(grad, q, k, v, np.asarray(columns, np.int64), np.ascontiguousarray(weights),
-                               num_heads, dq, dk, dv, np.empty((depth, k_len), q.dtype), np.empty((q_len, k_len), q.dtype))
+                               bias, strides, num_heads, dq, dk, dv, np.empty((depth, k_len), q.dtype), np.empty((q_len, k_len), q.dtype))
     return dq, dk, dv

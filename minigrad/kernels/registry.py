@@ -6,12 +6,24 @@ saying where it fits and how to compile it ahead of time:
     def softmax_kernel(x):                # kernels/softmax_kernels.py: same arguments, same result
         ...
 
-A call of ``softmax(x)`` then runs the kernel when the Numba backend is selected and
-``fits(x)`` is true; otherwise the numpy definition (decided in ``accelerated.py`` alone).
+A call of ``softmax(x)`` then runs the kernel when the Numba backend is selected, the kernel
+pays and ``fits(x)`` is true; otherwise the numpy definition (decided in ``accelerated.py`` alone).
+
+A kernel pays when ``measured.json`` (beside this file, written by
+``python examples/benchmark_kernels.py --record``) says it was faster than its numpy twin at
+its ``example(..., "model")`` arguments, the shapes a default training step gives it. A
+kernel never measured, or measured slower, is registered all the same (tested against its
+twin, benchmarked, compiled on demand) but does not run by default: a kernel that makes the
+program slower is not a choice the registry makes for the user.
 ``registered()`` lists every kernel: the compile cache, the kernel-vs-numpy tests and
 ``examples/benchmark_kernels.py`` iterate it.
 """
+import json
+import os
+
 from ..accelerated import Accelerated
+
+MEASURED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "measured.json")
 
 _registry = []
 
@@ -29,6 +41,9 @@ class Kernel:
               on its first call); ``compile_training_kernels`` warms up the first two
     compiled  the Numba functions it calls (for the on-disk cache checks); by default what
               ``run.compiled`` lists (an ``@elementwise`` kernel lists its loop), else none
+    key       "module.function" of its twin: its entry in measured.json
+    verdict   that entry ({"shape", "kernel_us", "numpy_us", ...}) or None if never measured
+    pays      whether the verdict says the kernel is faster: only then does it run by default
     """
 
     def __init__(self, op, run, fits, example, stage, compiled):
@@ -37,6 +52,9 @@ class Kernel:
         self.op, self.run, self.fits, self.example = op, run, fits, example
         self.stage, self.compiled = stage, tuple(compiled)
         self.name = op.__name__
+        self.key = f"{op.__module__}.{op.__name__}"
+        self.verdict = measured().get(self.key)
+        self.pays = self.verdict is not None and self.verdict["kernel_us"] <= self.verdict["numpy_us"]
 
     def warm_up(self, dtype):
         """One small call with the argument types a model passes: compiles (or loads) its code."""
@@ -73,3 +91,18 @@ def unregister(op):
 def registered():
     """Every registered kernel, in registration order."""
     return tuple(_registry)
+
+
+_measured = None
+
+
+def measured() -> dict:
+    """The recorded verdicts, ``{kernel key: {"shape", "kernel_us", "numpy_us", "speedup"}}`` (read once)."""
+    global _measured
+    if _measured is None:
+        try:
+            with open(MEASURED) as file:
+                _measured = json.load(file)["kernels"]
+        except FileNotFoundError:
+            _measured = {}
+    return _measured

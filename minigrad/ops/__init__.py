@@ -5,7 +5,8 @@ are marked ``@accelerated`` (``minigrad/accelerated.py``). A fused op has a ``co
 the same op from public ops, taking ``forward``'s arguments as Tensors.
 
     arithmetic.py  Add Sub Mul Div Neg Pow ScalarBasePow
-    elementwise.py Exp Log Sqrt Tanh Sigmoid Abs Clamp ReLU GELU Cast
+    elementwise.py Exp Log Log1p Sqrt Tanh Sigmoid Abs Clamp ReLU ThresholdBackward Sign
+                   Hardswish GELU Cast
     reduce.py      Sum Mean Max Min, argmax (no gradient)
     shape.py       Reshape Transpose BroadcastTo GetItem IndexAdd Concatenate Stack
     select.py      Where MaskedFill
@@ -18,7 +19,8 @@ the same op from public ops, taking ``forward``'s arguments as Tensors.
 from .arithmetic import Add, Div, Mul, Neg, Pow, ScalarBasePow, Sub, scalar_base_pow
 from .attention import CrossAttentionCore, SelfAttentionCore
 from .checks import normalize_axis, normalize_axes
-from .elementwise import Abs, Cast, Clamp, Exp, GELU, Log, ReLU, Sigmoid, Sqrt, Tanh
+from .elementwise import (Abs, Cast, Clamp, Exp, GELU, Hardswish, Log, Log1p, ReLU, Sigmoid, Sign, Sqrt, Tanh,
+                          ThresholdBackward)
 from .matmul import MatMul, matmul
 from .nn_ops import CrossEntropy, Dropout, LayerNorm, Linear
 from .reduce import Max, Mean, Min, Sum, argmax

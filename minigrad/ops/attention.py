@@ -18,12 +18,15 @@ backward, from the output gradient G:
   dQ_h = dS K_h,  dK_h = dSᵀ Q_h,  dV_h = Pᵀ G_h
 ``allowed``: bool, broadcastable to (B, heads, Tq, Tk), True = may attend. The
 weights P (B, heads, Tq, Tk) are handed to ``weights_out``: for inspection, they
-carry no gradient. A query row with no allowed key gets zero weights and a zero output.
+carry no gradient. A query row with no allowed key gets zero weights and a zero output; a
+row whose allowed scores are all -inf (an inf in Q or K) is NaN, as in PyTorch.
 
-NaN: dS is 0 where P is 0 (a key the mask hides), even when the output gradient of
-that query is NaN, so a NaN gradient of one query does not reach the gradients of
-keys it cannot see: the op-by-op path gives the same (masked_fill's gradient is 0
-there), as PyTorch does. dV = Pᵀ G is a plain product, as op by op: 0 * NaN is NaN.
+NaN: dS is 0 where the mask hides the key, even when the output gradient of that query is
+NaN or its weights are NaN, so a NaN of one query does not reach the gradients of keys it
+cannot see: as op by op (masked_fill's gradient is 0 there) and as PyTorch. Elsewhere dS is
+the plain product, also where P is 0: 0 * NaN is NaN, as op by op (an inf score makes its
+row NaN, and the gradients of everything that row read, as in PyTorch). dV = Pᵀ G is a
+plain product too.
 """
 import math
 
@@ -56,6 +59,11 @@ def attention(q, k, v, allowed, num_heads, width, columns):
     scale = q.dtype.type(1 / math.sqrt(q_h.shape[-1]))
     scores = np.where(allowed, (q_h @ k_h.swapaxes(-1, -2)) * scale, q.dtype.type(-np.inf))
     weights = softmax.numpy(scores)
+    # every score -inf though a key is allowed (an inf in q or k): NaN, as PyTorch; a row the
+    # mask hides entirely keeps its zeros
+    lost = np.isneginf(scores).all(axis=-1, keepdims=True) & np.any(allowed, axis=-1, keepdims=True)
+    if lost.any():
+        weights = np.where(lost, q.dtype.type(np.nan), weights)
     return merge_heads(weights @ v_h), weights
 
 
@@ -74,9 +82,10 @@ def gradient_arrays(inputs, columns, width, allocate):
 
 
 @accelerated
-def attention_backward(grad, q, k, v, weights, num_heads, columns):
+def attention_backward(grad, q, k, v, weights, allowed, num_heads, columns):
     """(dq, dk, dv), each shaped like its input with the gradient at the columns it was read
-    from (zeros elsewhere; inputs that are one array share one gradient array)."""
+    from (zeros elsewhere; inputs that are one array share one gradient array). ``allowed``
+    is forward's mask: a hidden key gets no gradient."""
     width = grad.shape[2]
     grads = gradient_arrays((q, k, v), columns, width, np.zeros)
     q_h, k_h, v_h = (split_heads(x[..., c:c + width], num_heads) for x, c in zip((q, k, v), columns))
@@ -84,7 +93,7 @@ def attention_backward(grad, q, k, v, weights, num_heads, columns):
     scale = q.dtype.type(1 / math.sqrt(q_h.shape[-1]))
     d_weights = g_h @ v_h.swapaxes(-1, -2)
     d_scores = softmax_backward.numpy(weights, d_weights) * scale
-    d_scores = np.where(weights == 0, q.dtype.type(0), d_scores)  # hidden keys: no gradient, even from NaN
+    d_scores = np.where(allowed, d_scores, q.dtype.type(0))  # hidden keys: no gradient, even from NaN
     parts = (d_scores @ k_h, d_scores.swapaxes(-1, -2) @ q_h, weights.swapaxes(-1, -2) @ g_h)
     for d, c, part in zip(grads, columns, parts):
         d[..., c:c + width] = merge_heads(part)
@@ -114,7 +123,7 @@ class _AttentionCore(Function):
         _check_heads(width, num_heads)
         self.arrays = tuple(np.ascontiguousarray(a) for a in arrays)
         self.inputs_of_qkv = tuple(self.arrays[0 if len(arrays) == 1 or i == 0 else 1] for i in range(3))
-        self.columns, self.num_heads = columns, num_heads
+        self.columns, self.num_heads, self.allowed = columns, num_heads, allowed
         out, self.weights = attention(*self.inputs_of_qkv, allowed, num_heads, width, columns)
         weights_out.append(self.weights)
         return out
@@ -124,8 +133,8 @@ class _AttentionCore(Function):
         return self.composition(*inputs, **dict(options, weights_out=None))
 
     def backward(self, grad):
-        grads = attention_backward(np.ascontiguousarray(grad), *self.inputs_of_qkv, self.weights, self.num_heads,
-                                   self.columns)
+        grads = attention_backward(np.ascontiguousarray(grad), *self.inputs_of_qkv, self.weights, self.allowed,
+                                   self.num_heads, self.columns)
         return grads[0] if len(self.arrays) == 1 else grads[:2]   # one per input: d(qkv), or d(q), d(kv)
 
 

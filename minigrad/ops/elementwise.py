@@ -1,5 +1,5 @@
-"""One-input elementwise functions: exp, log, sqrt, tanh, sigmoid, abs, clamp, relu, gelu,
-and a dtype cast.
+"""One-input elementwise functions: exp, log, log1p, sqrt, tanh, sigmoid, abs, clamp, relu,
+hardswish, gelu, and a dtype cast.
 
 The backward of an elementwise op is ``grad * f'(x)``, written with operators so
 it runs on numpy arrays and on Tensors alike (``differentiable_backward``, see
@@ -36,6 +36,16 @@ class Log(_Elementwise):
         return grad / a
 
 
+class Log1p(_Elementwise):
+    """log(1 + x), exact for small x where log(1 + x) would round 1 + x first."""
+
+    def forward(self, a):
+        return np.log1p(a)
+
+    def backward(self, grad, *, a):
+        return grad / (1 + a)
+
+
 class Sqrt(_Elementwise):
     def forward(self, a):
         return np.sqrt(a)
@@ -56,8 +66,7 @@ class Sigmoid(_Elementwise):
     """1 / (1 + exp(-x)), computed from exp(-|x|) so that no exp overflows."""
 
     def forward(self, a):
-        e = np.exp(-np.abs(a))
-        return np.where(a >= 0, 1 / (1 + e), e / (1 + e))
+        return xp.sigmoid(a)
 
     def backward(self, grad, *, out):
         return grad * (out * (1 - out))
@@ -71,6 +80,22 @@ class Abs(_Elementwise):
 
     def backward(self, grad, *, a):
         return grad * xp.sign(a)
+
+
+class Sign(Function):
+    """sign(x), 0 at 0 and at NaN (PyTorch's sgn). Its derivative is exactly 0, even where the
+    incoming gradient is inf or NaN (PyTorch's zero tensor), and it is an op rather than a
+    constant so that ``Abs``'s gradient stays connected to x beyond first order, as in PyTorch."""
+    differentiable_backward = True
+
+    def forward(self, a):
+        return xp.sign(a)           # on arrays
+
+    def backward(self, grad, *, a):
+        return xp.zeros_like(a)
+
+    def jvp(self, tangent, *, a):
+        return xp.zeros_like(a)
 
 
 class Clamp(_Elementwise):
@@ -124,13 +149,65 @@ def relu_backward(out, grad):
 
 class ReLU(_Elementwise):
     """max(x, 0); its gradient passes where the output is not <= 0 (NaN included, as PyTorch).
-    Arrays take the kernel; Tensors (beyond first order) the numpy lines of ``relu_backward``."""
+    Arrays take the kernel; Tensors (beyond first order) the op ``ThresholdBackward``."""
 
     def forward(self, a):
         return relu(a)
 
     def backward(self, grad, *, out):
-        return xp.call(relu_backward, out, grad)
+        return threshold_backward(out, grad)
+
+
+def threshold_backward(out, grad):
+    """``relu_backward``: on arrays the function (its kernel); on Tensors the op below."""
+    if xp.is_tensor(out) or xp.is_tensor(grad):
+        return ThresholdBackward.apply(out, grad)
+    return relu_backward(out, grad)
+
+
+class ThresholdBackward(Function):
+    """ReLU's backward as an op of its own, PyTorch's ``threshold_backward``: beyond first order
+    the gradient of ``relu(x).sum()`` stays connected to the output it reads, with derivative 0
+    there. So, as in PyTorch, it requires grad and differentiating it again gives zeros rather
+    than "does not require grad" (a selection by a mask alone, as ``where``, stays unconnected
+    in both)."""
+    differentiable_backward = True
+
+    def forward(self, result, grad):       # result: ReLU's output ("out" would name this op's own)
+        return relu_backward(result, grad)
+
+    def backward(self, g, *, result):
+        return xp.zeros_like(result), threshold_backward(result, g)
+
+    def jvp(self, result_tangent, grad_tangent, *, result):
+        return xp.zeros_like(result) if grad_tangent is None else threshold_backward(result, grad_tangent)
+
+
+@accelerated
+def hardswish(x):
+    """x * min(max(x + 3, 0), 6) / 6 (PyTorch's hardswish, MobileNetV3's activation): 0 up to -3,
+    x from 3, a parabola between; NaN at -inf (-inf * 0), as PyTorch."""
+    return x * np.clip(x + 3, 0, 6) / 6
+
+
+@accelerated
+def hardswish_backward(a, grad):
+    """PyTorch's hardswish_backward: 0 where x <= -3, grad * (x / 3 + 1/2) where -3 < x < 3, grad
+    elsewhere (x >= 3, and NaN). A selection, so a NaN gradient where x <= -3 gives 0."""
+    middle = grad * (a / 3 + a.dtype.type(0.5))
+    return xp.where(xp.constant(a) <= -3, grad.dtype.type(0), xp.where(xp.constant(a) < 3, middle, grad))
+
+
+class Hardswish(_Elementwise):
+    """x * relu6(x + 3) / 6. The backward is ``hardswish_backward``: its kernel on arrays, its
+    numpy lines on Tensors (``xp.call``), so beyond first order it is recorded op by op: the
+    second derivative is 1/3 between -3 and 3 and 0 elsewhere, as PyTorch's."""
+
+    def forward(self, a):
+        return hardswish(a)
+
+    def backward(self, grad, *, a):
+        return xp.call(hardswish_backward, a, grad)
 
 
 class GELU(Function):

@@ -19,6 +19,9 @@ def _is_tensor(x) -> bool:
     return type(x) is not np.ndarray and hasattr(x, "grad_fn")
 
 
+is_tensor = _is_tensor
+
+
 def call(function, *args):
     """An op's rule ``function`` (often ``@accelerated``) on ``args``.
 
@@ -46,6 +49,23 @@ def exp(x):
 
 def log(x):
     return x.log() if _is_tensor(x) else np.log(x)
+
+
+def log1p(x):
+    """log(1 + x), exact near 0 (the op ``Log1p`` on Tensors)."""
+    return x.log1p() if _is_tensor(x) else np.log1p(x)
+
+
+def tanh(x):
+    return x.tanh() if _is_tensor(x) else np.tanh(x)
+
+
+def sigmoid(x):
+    """1 / (1 + exp(-x)) from exp(-|x|), so that no exp overflows (the op ``Sigmoid`` on Tensors)."""
+    if _is_tensor(x):
+        return x.sigmoid()
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
 
 
 def constant(x):
@@ -77,11 +97,12 @@ def zeros_like(x):
 
 
 def sign(x):
-    """The sign as a constant (its derivative is 0 wherever it exists); 0 at NaN, as
-    PyTorch's sign (numpy's is NaN there)."""
+    """The sign, 0 at NaN as PyTorch's sign (numpy's is NaN there). On Tensors the op ``Sign``,
+    whose derivative is exactly 0: connected to x, as PyTorch's sgn, so a gradient built from
+    it still requires grad beyond first order."""
     if _is_tensor(x):
-        from ..tensor import Tensor
-        return Tensor._from_op(sign(x.data), None)
+        from .elementwise import Sign
+        return Sign.apply(x)
     s = np.sign(x)
     return np.where(s == s, s, s.dtype.type(0)) if s.dtype.kind == "f" else s
 
