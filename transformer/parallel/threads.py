@@ -31,7 +31,7 @@ import numpy  # noqa: F401  (threadpoolctl only finds BLAS libraries that are al
 
 
 ENV_VAR = "MINIGRAD_BLAS_THREADS"
-TRAINING_DEFAULT = "auto"  # one BLAS thread, the batch halves on one or two threads: repeatable and fast
+TRAINING_DEFAULT = "auto"  # one BLAS thread, the batch pieces on one or two threads: repeatable and fast
 MAX_THREADS = 256       # a forced count above this is refused (the console scripts also warn above the cores)
 
 _blas = None            # threadpoolctl controller of the loaded BLAS libraries (made once: ~10 ms)
