@@ -1,4 +1,4 @@
-"""Training steps over two fixed halves of the batch (transformer/parallel/data_parallel.py): the same
+"""Training steps over fixed pieces of the batch (transformer/parallel/data_parallel.py): the same
 bits on one worker or two, whatever the load, and the one-piece step's numbers up to rounding."""
 import subprocess
 import sys
@@ -17,10 +17,11 @@ from transformer.training.dates import DateTrainer, rows_exactly_right, teacher_
 SMALL = ModelConfig(d_model=32, num_heads=4, num_encoder_layers=1, num_decoder_layers=1, d_ff=64)
 
 
-def train(workers_per_step, model_config=SMALL, batch_size=32, busy=False):
+def train(workers_per_step, model_config=SMALL, batch_size=32, busy=False, pieces=2):
     """One step per entry of ``workers_per_step`` on that many workers; -> losses, gradient norms,
     final weights. ``busy``: a pure-Python spinner shares the machine meanwhile."""
-    trainer = DateTrainer(model_config, TrainConfig(steps=100, batch_size=batch_size, eval_every=0, checkpoint_every=0))
+    trainer = DateTrainer(model_config, TrainConfig(steps=100, batch_size=batch_size, eval_every=0, checkpoint_every=0,
+                                                pieces=pieces))
     spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if busy else None
     try:
         with blas_threads(1):
@@ -43,6 +44,11 @@ def assert_same_run(a, b):
 
 def test_one_worker_or_two_switching_mid_run_gives_the_same_bits():
     assert_same_run(train([1, 1, 1, 1]), train([2, 1, 2, 2]))
+
+
+def test_four_pieces_give_the_same_bits_on_one_worker_or_two():
+    """Four pieces (what four MPI ranks need): two per thread, or all four on one."""
+    assert_same_run(train([1, 1, 1], pieces=4), train([2, 2, 1], pieces=4))
 
 
 def test_two_workers_beside_a_busy_process_give_the_quiet_bits():
@@ -76,16 +82,17 @@ def test_the_halves_give_the_one_piece_gradient_and_loss():
 
 
 def test_the_cut_is_fixed_by_the_batch_size_alone():
-    assert data_parallel.halves(128) == [(0, 64), (64, 128)]
-    assert data_parallel.halves(31) == [(0, 15), (15, 31)]
-    assert data_parallel.halves(1) == [(0, 1)]       # one row: one piece, on the caller
+    assert data_parallel.pieces(128) == [(0, 64), (64, 128)]
+    assert data_parallel.pieces(31) == [(0, 15), (15, 31)]
+    assert data_parallel.pieces(1) == [(0, 0), (0, 1)]      # one row: an empty piece keeps its place
+    assert data_parallel.pieces(10, 4) == [(0, 2), (2, 5), (5, 7), (7, 10)]
 
 
-def test_run_halves_keeps_the_jobs_order_and_refuses_other_counts():
-    jobs = [lambda: "first", lambda: "second"]
-    assert data_parallel.run_halves(jobs, 1) == data_parallel.run_halves(jobs, 2) == ["first", "second"]
+def test_run_pieces_keeps_the_jobs_order_and_refuses_other_counts():
+    jobs = [lambda: "first", lambda: "second", lambda: "third"]
+    assert data_parallel.run_pieces(jobs, 1) == data_parallel.run_pieces(jobs, 2) == ["first", "second", "third"]
     with pytest.raises(ValueError, match="1 or 2 workers"):
-        data_parallel.run_halves(jobs, 3)
+        data_parallel.run_pieces(jobs, 3)
 
 
 def test_the_halves_rows_give_the_whole_batch_exact_match():
@@ -95,5 +102,5 @@ def test_the_halves_rows_give_the_whole_batch_exact_match():
     targets = tgt[:, 1:]
     logits = np.eye(SMALL.vocab_size, dtype=np.float32)[targets]      # every row right ...
     logits[[1, 5, 6], 2] = np.roll(logits[[1, 5, 6], 2], 1, axis=-1)  # ... but three
-    halves = [rows_exactly_right(logits[lo:hi], targets[lo:hi]) for lo, hi in data_parallel.halves(8)]
+    halves = [rows_exactly_right(logits[lo:hi], targets[lo:hi]) for lo, hi in data_parallel.pieces(8)]
     assert trainer.batch_estimate(halves) == teacher_forced_exact_match(logits, targets) == 5 / 8

@@ -10,7 +10,7 @@ on the same task and on next-word prediction in a generated language.
                (the generated language of the next-word model)
     training/  trainer.py (the loop: Adam + warm-up, schedule, checkpoints, resume), dates.py and
                next_word.py (the two tasks' trainers), stopping, evaluation, snapshots, session, interrupt
-    parallel/  how a step's gradients are computed: the batch's fixed halves on threads (data_parallel.py),
+    parallel/  how a step's gradients are computed: the batch's fixed pieces on threads (data_parallel.py) or MPI ranks (ranks.py),
                how many threads (threads.py)
     decoding.py  greedy, beam search, temperature / top-k sampling
     ladder/    the attention ladder: one model per idea (rungs.py) and the experiment over seeds

@@ -121,6 +121,11 @@ def _run_options(p, t):
                         "N: BLAS on N "
                         "threads for every step, repeatable for the same N (OpenBLAS's last bits depend on its "
                         "thread count) (default: $MINIGRAD_BLAS_THREADS, else auto)")
+    p.add_argument("--pieces", type=int, default=None, metavar="N",
+                   help="cut each batch into N fixed pieces whose gradients are added in order: part of the run's "
+                        "arithmetic, so another N changes the bits. mpiexec -n P needs P to divide N (docs/mpi.md); "
+                        "4 pieces cost about 15%% more a step than 2 on one machine (default: 2; with --resume: "
+                        "the run's own)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (logs only)")
     p.add_argument("--snapshot-every", type=int, default=None, metavar="N",
                    help="record the attention maps of a fixed probe input (every layer, head and kind) at step 0, "
@@ -206,7 +211,7 @@ def train_values(args) -> dict:
     values = dict(batch_size=args.batch_size, lr=args.lr, warmup=args.warmup, schedule=args.schedule,
                   cooldown=args.cooldown, cooldown_at=args.cooldown_at, clip=args.clip,
                   label_smoothing=args.label_smoothing, seed=args.seed)
-    for name in ("steps", "target_accuracy", "eval_every", "snapshot_every"):
+    for name in ("steps", "target_accuracy", "eval_every", "snapshot_every", "pieces"):
         if getattr(args, name) is not None:
             values[name] = getattr(args, name)
     return values
@@ -238,8 +243,10 @@ class TrainingCommand:
     compile_seconds: int = COMPILE_SECONDS
 
 
-def _claim_run_folder(args, out_dir, new_trainer=_new_trainer):
-    """Check the settings and the folder, and lock it: -> (lock, make_trainer or None when resuming)."""
+def _claim_run_folder(args, out_dir, new_trainer=_new_trainer, writes=True):
+    """Check the settings and the folder, and lock it: -> (lock, make_trainer or None when resuming).
+    A process that does not write (an MPI rank but 0) only checks the settings."""
+    from contextlib import nullcontext
     from transformer.files.run_dir import RunFolderError, RunLock, check_writable_folder
 
     if not out_dir.strip():
@@ -247,21 +254,29 @@ def _claim_run_folder(args, out_dir, new_trainer=_new_trainer):
     if args.profile is not None and args.profile < 1:
         raise ValueError(f"--profile must be a step number >= 1, got {args.profile}")
     make_trainer = None if args.resume else new_trainer(args, out_dir)
+    if not writes:
+        return _NoLock(), make_trainer
     check_writable_folder(out_dir)
     return RunLock(out_dir).acquire(), make_trainer
 
 
-def _open_trainer(args, out_dir, make_trainer, trainer_class=None):
+class _NoLock:
+    def release(self):
+        pass
+
+
+def _open_trainer(args, out_dir, make_trainer, trainer_class=None, writes=True):
     """The trainer of a new run, or of the resumed one, once the folder may be written."""
     from transformer.files.run_dir import refuse_to_overwrite, remove_stale_temporaries
     from transformer.training.dates import DateTrainer
     trainer_class = trainer_class or DateTrainer
 
-    remove_stale_temporaries(out_dir)
     checkpoint = os.path.join(out_dir, "model.npz")
     resuming_in_place = (args.resume and os.path.exists(args.resume) and os.path.exists(checkpoint)
                          and os.path.samefile(args.resume, checkpoint))
-    if not args.force and not resuming_in_place:
+    if writes:
+        remove_stale_temporaries(out_dir)
+    if writes and not args.force and not resuming_in_place:
         refuse_to_overwrite(out_dir)
     if not args.resume:
         return make_trainer()
@@ -274,8 +289,13 @@ def _open_trainer(args, out_dir, make_trainer, trainer_class=None):
 
 def _train_stopped(error, out_dir, command="dates-train") -> int:
     """The one line and exit code of a run that could not finish."""
+    from transformer.parallel.ranks import RankLost
     from transformer.training.interrupt import TrainingInterrupted
 
+    if isinstance(error, RankLost):
+        print(f"stopped: {error}; {out_dir} keeps its last checkpoint, if any; resume with: {command} --resume "
+              f"{os.path.join(out_dir, 'model.npz')}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     if isinstance(error, TrainingInterrupted):
         print(f"interrupted at step {error.step}; checkpoint saved to {error.checkpoint}; "
               f"resume with: {command} --resume {error.checkpoint}", file=sys.stderr)
@@ -292,8 +312,10 @@ def _train_stopped(error, out_dir, command="dates-train") -> int:
 
 @console_script
 def train_main(argv=None) -> int:
+    from transformer.parallel.ranks import silence_other_ranks
     from transformer.training.dates import DateTrainer
 
+    silence_other_ranks()                         # in an MPI job rank 0 speaks for all
     args = _train_parser().parse_args(argv)
     return run_training(args, TrainingCommand("dates-train", DateTrainer, _train_out_dir, _new_trainer,
                                               lambda *summary: _print_summary(*summary)))
@@ -303,20 +325,33 @@ def run_training(args, command: TrainingCommand) -> int:
     """A training command from its parsed options: claim the run folder, train, print the summary."""
     from transformer.files.checkpoint import CheckpointError
     from transformer.files.run_dir import RunFolderError
+    from transformer.parallel.ranks import JobError
     from transformer.training.session import profiler_available
 
     if args.profile is not None and not profiler_available():
         return _fail("--profile needs minigrad.profile(), which this version of minigrad does not have")
     wall_start = time.perf_counter()
-    out_dir = command.out_dir(args)
     try:
-        lock, make_trainer = _claim_run_folder(args, out_dir, command.new_trainer)
-    except ValueError as error:
-        return _fail(f"bad setting: {error}")
-    except RunFolderError as error:
+        job = _mpi_job()
+    except JobError as error:
         return _fail(str(error))
+    writes = job is None or job.writer
+    out_dir = command.out_dir(args) if writes else None
+    out_dir = out_dir if job is None else job.shared_text(out_dir)     # the folder rank 0 chose
+    failed, lock = None, _NoLock()
     try:
-        trainer = _open_trainer(args, out_dir, make_trainer, command.trainer_class)
+        lock, make_trainer = _claim_run_folder(args, out_dir, command.new_trainer, writes)
+    except ValueError as error:
+        failed = _fail(f"bad setting: {error}")
+    except RunFolderError as error:
+        failed = _fail(str(error))
+    if failed is not None or not _all_ranks_ready(job):
+        return failed or EXIT_USAGE               # a rank but 0 ends as rank 0 does, silently
+    try:
+        trainer = _opened_everywhere(job, lambda: _open_trainer(args, out_dir, make_trainer, command.trainer_class,
+                                                                writes))
+        if trainer is None:
+            return EXIT_USAGE
         if args.profile is not None and not trainer.step < args.profile <= trainer.config.steps:
             return _fail(f"--profile {args.profile} is not a step this run trains (steps {trainer.step + 1} "
                          f"to {trainer.config.steps})")
@@ -326,6 +361,8 @@ def run_training(args, command: TrainingCommand) -> int:
                               blas_threads=args.blas_threads)
     except BrokenPipeError:
         raise                  # stdout's reader left (`| head`): console_script ends quietly
+    except JobError as error:
+        return _fail(str(error))
     except (CheckpointError, RunFolderError, KeyboardInterrupt, OSError) as error:
         return _train_stopped(error, out_dir, command.name)
     finally:
@@ -337,6 +374,33 @@ def run_training(args, command: TrainingCommand) -> int:
               file=sys.stderr)
         return EXIT_INTERRUPTED
     return 0
+
+
+def _mpi_job():
+    """The MPI job this process belongs to (``transformer/parallel/ranks.py``), None in a plain run."""
+    from transformer.parallel import ranks
+    return ranks.job() if ranks.job_size() > 1 else None
+
+
+def _all_ranks_ready(job, ready: bool = True) -> bool:
+    """Whether every process of the job is ready (always, in a plain run): all go on or all stop."""
+    return job is None or job.all_agree(ready)
+
+
+def _opened_everywhere(job, open_trainer):
+    """``open_trainer()`` on every rank; None on every rank if it failed on some rank (which said why:
+    a checkpoint that one machine cannot read, a folder rank 0 will not overwrite)."""
+    if job is None:
+        return open_trainer()
+    try:
+        trainer, error = open_trainer(), None
+    except Exception as failure:           # every rank learns of it before any raises (no rank waits)
+        trainer, error = None, failure
+    if not job.all_agree(error is None):
+        if error is not None:
+            raise error
+        return None
+    return trainer
 
 
 def _print_model(trainer):

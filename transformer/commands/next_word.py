@@ -87,8 +87,10 @@ def _new_trainer(args, out_dir):
 
 @console_script
 def train_main(argv=None) -> int:
+    from transformer.parallel.ranks import silence_other_ranks
     from transformer.training.next_word import NextWordTrainer
 
+    silence_other_ranks()                         # in an MPI job rank 0 speaks for all
     args = _train_parser().parse_args(argv)
     return run_training(args, TrainingCommand("next-word-train", NextWordTrainer, _out_dir, _new_trainer,
                                               _print_summary))

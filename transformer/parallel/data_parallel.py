@@ -1,32 +1,37 @@
-"""Data-parallel training steps: each batch cut into two fixed halves, one per worker.
+"""Data-parallel training steps: each batch cut into fixed pieces, shared out among workers.
 
 The lesson of data-parallel training in one file. A step's loss is a mean over the
-batch's counted tokens, so its gradient is a sum over the tokens: each half runs its
-own forward and backward (its loss a mean over its own tokens), and the halves'
+batch's counted tokens, so its gradient is a sum over the tokens: each piece runs its
+own forward and backward (its loss a mean over its own tokens), and the pieces'
 gradients, each weighted by its share of the WHOLE batch's tokens, added give the
 step's gradient, up to the order in which floats were summed (for products over
-positions: per half, then across halves).
+positions: per piece, then across pieces).
 
-What keeps the run repeatable: the cut depends on the batch size only (rows
-``[0, n // 2)`` and ``[n // 2, n)``), each half runs the same ops on the same numbers
-whoever runs it, BLAS has one thread, and the halves' gradients are added in a fixed
-order (first + second). So ``workers`` (one: the halves one after the other on the
-calling thread; two: side by side, the second on a persistent helper thread) changes
-the speed, never a bit: a run switching worker counts mid-way, or on a busy machine,
-equals one that never switches. Two halves on threads overlap because numpy releases the
-GIL inside BLAS and the Numba kernels are compiled ``nogil`` (``minigrad/kernels/jit.py``);
-the Python between them (the engine's bookkeeping) still takes turns.
+What keeps the run repeatable: the cut depends on the batch size and the run's piece
+count only (``TrainConfig.pieces``, 2 by default: rows ``[0, n // 2)`` and ``[n // 2, n)``),
+each piece runs the same ops on the same numbers whoever runs it, BLAS has one thread,
+and the pieces' gradients are added in a fixed order (first + second + ...). So
+``workers`` (one: the pieces one after the other on the calling thread; two: side by
+side, the second half of them on a persistent helper thread) changes the speed, never a
+bit: a run switching worker counts mid-way, or on a busy machine, equals one that never
+switches. Nor do the processes of an MPI job, which share the pieces out the same way
+(``ranks.py``). Two pieces on threads overlap because numpy releases the GIL inside BLAS
+and the Numba kernels are compiled ``nogil`` (``minigrad/kernels/jit.py``); the Python
+between them (the engine's bookkeeping) still takes turns. The piece count is part of the
+arithmetic: another count gives other bits, and each piece pays the engine's per-op Python
+once more (4 pieces cost about 15% more a step than 2: docs/mpi.md).
 
-``BatchHalves`` is the seam the training loop sees: called with a batch, it sets every
-parameter's ``.grad`` and returns the loss. The loop knows nothing of workers or threads.
+``BatchPieces`` is the seam the training loop sees: called with a batch, it sets every
+parameter's ``.grad`` and returns the loss. The loop knows nothing of workers, threads or
+ranks; ``step_gradients`` makes the seam this process needs.
 
-Not shared between the halves: each builds its own graph and receives its own gradients
+Not shared between the pieces: each builds its own graph and receives its own gradients
 (``minigrad.autograd.grad``: nothing is written to any ``.grad`` until the sum). With the
-parameters a ``minigrad.flat.FlatParameters``, each half copies its gradients into a flat
-array of its own (a "bucket", what an all-reduce would send between machines) in its own
-thread, and the sum is three passes over flat arrays instead of 200 small calls. Dropout
+parameters a ``minigrad.flat.FlatParameters``, each piece copies its gradients into a flat
+array of its own (a "bucket", what the ranks of an MPI job send each other) in its own
+thread, and the sum is a few passes over flat arrays instead of 200 small calls. Dropout
 draws from one generator, in an order two threads would not fix: a model with dropout
-runs its halves one after the other, whatever ``workers`` says.
+runs its pieces one after the other, whatever ``workers`` says.
 """
 import contextlib
 from concurrent.futures import ThreadPoolExecutor
@@ -38,8 +43,9 @@ from minigrad import autograd
 from minigrad.flat import FlatParameters
 from transformer.parallel.memory import freed_memory_kept
 from transformer.parallel.threads import TrainingThreads, blas_threads
+from transformer.training.interrupt import GracefulInterrupt
 
-HALVES = 2          # fixed: part of the arithmetic, not of the machine
+PIECES = 2          # the default cut (TrainConfig.pieces): part of the arithmetic, not of the machine
 
 _helper = None      # the second worker, made on first use and kept (a thread costs ~100 µs to start)
 
@@ -51,33 +57,35 @@ def _second_worker():
     return _helper
 
 
-def halves(batch_size: int):
-    """The fixed cut of a batch into ``HALVES`` pieces of rows: [(lo, hi), ...] (a batch of one row
-    is one piece)."""
-    bounds = [(batch_size * i // HALVES, batch_size * (i + 1) // HALVES) for i in range(HALVES)]
-    return [(lo, hi) for lo, hi in bounds if hi > lo]
+def pieces(batch_size: int, count: int = PIECES):
+    """The fixed cut of a batch into ``count`` pieces of rows: [(lo, hi), ...], an empty piece
+    ``lo == hi`` kept in its place (a batch of fewer rows than pieces), so piece i is the same
+    rows whoever runs it."""
+    return [(batch_size * i // count, batch_size * (i + 1) // count) for i in range(count)]
 
 
-def run_halves(jobs, workers: int):
-    """``[job() for job in jobs]``: one after the other (``workers`` 1) or the last on the helper thread
-    while the caller runs the others (``workers`` 2). The results come back in the jobs' order."""
+def run_pieces(jobs, workers: int):
+    """``[job() for job in jobs]``: one after the other (``workers`` 1) or the second half of the list
+    on the helper thread while the caller runs the first (``workers`` 2). The results come back in the
+    jobs' order."""
     if workers not in (1, 2):
         raise ValueError(f"data-parallel steps run on 1 or 2 workers, got {workers!r}")
-    if workers == 1:
+    if workers == 1 or len(jobs) < 2:
         return [job() for job in jobs]
-    handed = _second_worker().submit(jobs[-1])
-    first = [job() for job in jobs[:-1]]
-    return first + [handed.result()]
+    mine = len(jobs) // 2
+    handed = _second_worker().submit(lambda: [job() for job in jobs[mine:]])
+    first = [job() for job in jobs[:mine]]
+    return first + handed.result()
 
 
-def half_gradients(params, half_loss, bucket=None):
-    """Run ``half_loss()`` -> (mean loss Tensor, tokens it averages over, extra) with its graph on
+def piece_gradients(params, piece_loss, bucket=None):
+    """Run ``piece_loss()`` -> (mean loss Tensor, tokens it averages over, extra) with its graph on
     this thread; returns (the loss as a float, tokens, its gradients for ``params``, extra).
-    Nothing is written to any ``.grad``: two halves may run at once. The gradients are a tuple
-    (None for a parameter the half did not use), or ``bucket`` (a flat array of ``params``, a
-    ``FlatParameters``, one per half) holding them when the half used every parameter."""
+    Nothing is written to any ``.grad``: two pieces may run at once. The gradients are a tuple
+    (None for a parameter the piece did not use), or ``bucket`` (a flat array of ``params``, a
+    ``FlatParameters``, one per piece) holding them when the piece used every parameter."""
     with minigrad.enable_grad():                   # grad mode is per thread
-        loss, tokens, extra = half_loss()
+        loss, tokens, extra = piece_loss()
         grads = autograd.grad(loss, params, allow_unused=True)
     if bucket is not None and all(g is not None for g in grads):
         params.pack([g.data for g in grads], bucket)
@@ -86,15 +94,15 @@ def half_gradients(params, half_loss, bucket=None):
 
 
 def combine(params, results, workers: int = 1):
-    """The whole batch's mean loss, and ``.grad`` of every parameter, from the halves' results.
+    """The whole batch's mean loss, and ``.grad`` of every parameter, from the pieces' results.
 
-    Each half's mean counts for its share of the batch's tokens; the shares and the
-    gradients are added in the halves' fixed order (a parameter no half used keeps no
+    Each piece's mean counts for its share of the batch's tokens; the shares and the
+    gradients are added in the pieces' fixed order (a parameter no piece used keeps no
     gradient, as after ``backward()``). With flat buckets, ``workers`` 2 adds the two ends of
     the flat arrays on two threads (elementwise: the same bits). Returns (loss, tokens)."""
     tokens = sum(result[1] for result in results)
     shares = [result[1] / tokens if tokens else 0.0 for result in results]
-    loss = sum(share * half_loss for share, (half_loss, _, _, _) in zip(shares, results) if share)
+    loss = sum(share * piece_loss for share, (piece_loss, _, _, _) in zip(shares, results) if share)
     if isinstance(params, FlatParameters) and all(isinstance(grads, np.ndarray) for _, _, grads, _ in results):
         _add_buckets(params, shares, [grads for _, _, grads, _ in results], workers)
         return loss, tokens
@@ -117,7 +125,7 @@ SPLIT_FROM = 1 << 20   # flat arrays this long go chunk by chunk, on both worker
 
 def _add_buckets(params, shares, buckets, workers=1):
     """``params.grads`` = the buckets, each times its share, added in order (the same arithmetic as
-    the loop over parameters); each ``.grad`` becomes its view. It runs after the halves, and grows
+    the loop over parameters); each ``.grad`` becomes its view. It runs after the pieces, and grows
     with the model: at d_model 512 (44M parameters) the whole-array form took ~300 ms of CPU a
     step (a 177 MB temporary, its pages faulted in afresh every step), chunk by chunk ~50 ms, and
     on two workers each adds one end of the arrays."""
@@ -126,7 +134,7 @@ def _add_buckets(params, shares, buckets, workers=1):
         _weighted_sum(total, buckets, scales, 0, total.size, max(total.size, 1))
     else:
         cut = total.size // 2 // CHUNK * CHUNK if workers == 2 else total.size
-        run_halves([lambda: _weighted_sum(total, buckets, scales, 0, cut, CHUNK),
+        run_pieces([lambda: _weighted_sum(total, buckets, scales, 0, cut, CHUNK),
                     lambda: _weighted_sum(total, buckets, scales, cut, total.size, CHUNK)], workers)
     params.set_grads()
 
@@ -147,19 +155,31 @@ def _array(gradient):
     return gradient.data if isinstance(gradient, minigrad.Tensor) else gradient
 
 
-class BatchHalves:
-    """A training step's gradients from its batch's fixed halves, on one or two threads.
+def step_gradients(params: FlatParameters, rows_loss, in_order: bool = False, count: int = PIECES):
+    """The seam of this process: ``BatchPieces``, or in an MPI job of several processes the ranks'
+    (``ranks.RankPieces``: each process computes its share of the ``count`` pieces)."""
+    from transformer.parallel import ranks
+    if ranks.job_size() > 1:
+        return ranks.RankPieces(params, rows_loss, in_order, count)
+    return BatchPieces(params, rows_loss, in_order, count)
 
-    ``gradients(batch)`` -> (mean loss, tokens, the halves' extras), with every parameter's
+
+class BatchPieces:
+    """A training step's gradients from its batch's fixed pieces, on one or two threads.
+
+    ``gradients(batch)`` -> (mean loss, tokens, the pieces' extras), with every parameter's
     ``.grad`` set: ``rows_loss(*rows)`` -> (mean loss Tensor, tokens, extra) scores some rows of
-    the batch (a tuple of arrays whose rows are its examples). How many threads run the halves
+    the batch (a tuple of arrays whose rows are its examples). How many threads run the pieces
     comes from ``threads`` (``TrainingThreads``: the run's policy, ``running()`` sets it) unless
     ``workers`` fixes it; ``in_order`` (a model that draws dropout) keeps them on one thread.
+    ``writer``: this process writes the run's log, checkpoints and snapshots (one process of an
+    MPI job writes for all: ``transformer/parallel/ranks.py``).
     """
+    writer = True
 
-    def __init__(self, params: FlatParameters, rows_loss, in_order: bool = False):
-        self.params, self.rows_loss, self.in_order = params, rows_loss, in_order
-        self.buckets = [params.new_array() for _ in range(HALVES)]     # each half's gradients
+    def __init__(self, params: FlatParameters, rows_loss, in_order: bool = False, count: int = PIECES):
+        self.params, self.rows_loss, self.in_order, self.count = params, rows_loss, in_order, count
+        self.buckets = [params.new_array() for _ in range(count)]     # each piece's gradients
         self.threads = None          # the run's TrainingThreads (made on first use if no run set one)
         self.workers = None          # a fixed worker count (1 or 2), else the threads' policy chooses
         self.last_step = {}          # how the last step ran: blas_threads, workers (for the log)
@@ -174,9 +194,13 @@ class BatchHalves:
         with blas_threads(self.threads.blas), freed_memory_kept():
             yield self
 
+    def interrupt(self):
+        """Ctrl-C and SIGTERM for the run's loop: ``interrupt.GracefulInterrupt``."""
+        return GracefulInterrupt()
+
     @contextlib.contextmanager
     def one_worker(self, only: bool = True):
-        """Within the block the halves run on the calling thread (the profiler watches one thread)."""
+        """Within the block the pieces run on the calling thread (the profiler watches one thread)."""
         previous, self.workers = self.workers, 1 if only else self.workers
         try:
             yield
@@ -184,15 +208,21 @@ class BatchHalves:
             self.workers = previous
 
     def __call__(self, batch):
-        threads = self.threads = self.threads or TrainingThreads()
-        rows = [tuple(part[lo:hi] for part in batch) for lo, hi in halves(len(batch[0]))]
-        jobs = [self._job(half_rows, bucket) for half_rows, bucket in zip(rows, self.buckets)]
-        workers = 1 if self.in_order else self.workers or threads.current
-        with threads.step() as blas:
-            results = run_halves(jobs, workers)
-        self.last_step = {"blas_threads": blas, "workers": workers}
-        loss, tokens = combine(self.params, results, workers)
+        results = self.piece_results(batch, range(self.count))
+        loss, tokens = combine(self.params, results, self.last_step["workers"])
         return loss, tokens, [extra for *_, extra in results]
 
+    def piece_results(self, batch, which) -> list:
+        """The results (``piece_gradients``) of the pieces ``which`` of ``batch`` that hold rows, in order."""
+        threads = self.threads = self.threads or TrainingThreads()
+        cut = pieces(len(batch[0]), self.count)
+        jobs = [self._job(tuple(part[lo:hi] for part in batch), self.buckets[i])
+                for i, (lo, hi) in enumerate(cut) if i in which and hi > lo]
+        workers = 1 if self.in_order else self.workers or threads.current
+        with threads.step() as blas:
+            results = run_pieces(jobs, workers)
+        self.last_step = {"blas_threads": blas, "workers": workers}
+        return results
+
     def _job(self, rows, bucket):
-        return lambda: half_gradients(self.params, lambda: self.rows_loss(*rows), bucket)
+        return lambda: piece_gradients(self.params, lambda: self.rows_loss(*rows), bucket)

@@ -6,8 +6,8 @@ their last bits between one and two threads. A run whose thread count changes wi
 machine's load would take another path from the same seed. Hence:
 
 - training (``TrainingThreads``) keeps BLAS at **one thread** and gets its second core
-  another way: each batch is cut into two fixed halves whose forward and backward run
-  one after the other or side by side on two threads (``transformer/parallel/data_parallel.py``),
+  another way: each batch is cut into fixed pieces (two by default) whose forward and backward
+  run one after the other or side by side on two threads (``transformer/parallel/data_parallel.py``),
   with the same bits either way. By default (``auto``) the step times itself and now and
   then tries the other worker count, keeping whichever is faster (the rule is
   ``AdaptiveThreads``): two on a quiet machine, one on a busy one if a second thread
@@ -16,7 +16,7 @@ machine's load would take another path from the same seed. Hence:
   makes small products that gain little from a second thread on a quiet machine and
   lose several-fold on a busy one.
 
-``MINIGRAD_BLAS_THREADS=N`` forces N BLAS threads for both, the halves one after the
+``MINIGRAD_BLAS_THREADS=N`` forces N BLAS threads for both, the pieces one after the
 other (repeatable for the same N; N = 1 gives ``auto``'s bits;
 1 <= N <= ``MAX_THREADS``); ``dates-train --blas-threads`` sets the same for one run.
 BLAS thread counts are switched at run time with threadpoolctl.
@@ -31,7 +31,7 @@ import numpy  # noqa: F401  (threadpoolctl only finds BLAS libraries that are al
 
 
 ENV_VAR = "MINIGRAD_BLAS_THREADS"
-TRAINING_DEFAULT = "auto"  # one BLAS thread, the batch halves on one or two threads: repeatable and fast
+TRAINING_DEFAULT = "auto"  # one BLAS thread, the batch pieces on one or two threads: repeatable and fast
 MAX_THREADS = 256       # a forced count above this is refused (the console scripts also warn above the cores)
 
 _blas = None            # threadpoolctl controller of the loaded BLAS libraries (made once: ~10 ms)
@@ -185,8 +185,8 @@ class TrainingThreads:
     """The threads of each training step: wrap the step in ``with threads.step():``.
 
     ``setting`` is ``"auto"`` (one BLAS thread; ``AdaptiveThreads`` runs the batch's
-    two halves on one or two threads, whichever is faster: repeatable), a BLAS thread
-    count (the halves one after the other; repeatable for that count), or ``None`` to
+    pieces on one or two threads, whichever is faster: repeatable), a BLAS thread
+    count (the pieces one after the other; repeatable for that count), or ``None`` to
     read ``$MINIGRAD_BLAS_THREADS`` (default ``TRAINING_DEFAULT``, ``auto``).
     """
 
@@ -199,7 +199,7 @@ class TrainingThreads:
 
     @property
     def current(self) -> int:
-        """How many threads run the next step's batch halves (1 or 2)."""
+        """How many threads run the next step's batch pieces (1 or 2)."""
         return self.policy.choose() if self.policy else 1
 
     @contextlib.contextmanager

@@ -29,7 +29,7 @@ class DateTrainer(Trainer):
         return DateDataset()
 
     def sample_batch(self) -> tuple:
-        """One training batch: arrays whose rows are its examples (the halves cut these rows)."""
+        """One training batch: arrays whose rows are its examples (the pieces cut these rows)."""
         return self.data.sample_batch(self.data_rng, self.config.batch_size)
 
     def rows_loss(self, src, tgt):
@@ -40,7 +40,7 @@ class DateTrainer(Trainer):
 
     def batch_estimate(self, extras) -> float:
         """The batch's free estimate of held-out exact match (``teacher_forced_exact_match``: the
-        stopping rule's cool-down signal), from its halves' ``rows_loss`` extras: which rows were right."""
+        stopping rule's cool-down signal), from its pieces' ``rows_loss`` extras: which rows were right."""
         return float(np.concatenate(extras).mean())
 
     def evaluate(self, limit: int = None, show_wrong: int = 5) -> dict:

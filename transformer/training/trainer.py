@@ -3,13 +3,15 @@
 One step: sample a batch, compute its gradients, clip their norm, take an Adam step and
 advance the schedule (``Trainer.train_step``). A task gives its data, batches, loss and
 evaluation (``dates.DateTrainer``, ``next_word.NextWordTrainer``); how a batch's gradients
-are computed (its fixed halves, on one or two threads) is one object the loop calls,
-``self.gradients`` (``transformer/parallel/data_parallel.py``).
+are computed (its fixed pieces, on one or two threads, or over the processes of an MPI job)
+is one object the loop calls, ``self.gradients`` (``transformer/parallel/``); it also says
+whether this process writes the run's log, checkpoints and snapshots.
 
 Everything random (initial weights, dropout, batches) comes from generators
 seeded by ``TrainConfig.seed`` whose states go into every checkpoint, so a run
 resumed from a checkpoint continues exactly as the uninterrupted run would.
 """
+import contextlib
 import math
 import os
 import time
@@ -21,19 +23,19 @@ import numpy as np
 import minigrad
 from minigrad import optim
 from minigrad.flat import FlatParameters
-from transformer.parallel.data_parallel import BatchHalves
+from transformer.parallel.data_parallel import step_gradients
 
 from transformer.files.checkpoint import CheckpointError, check_savable, load_checkpoint, save_checkpoint
 from transformer.files.run_dir import CHECKPOINT_NAME, LOG_NAME
 from transformer.files.trained_model import check_task
 from transformer.models import build_model
 from transformer.models.config import model_config_from_dict
-from transformer.training.interrupt import GracefulInterrupt
 from transformer.training.session import CheckpointCadence, ProgressBar, TrainingClock, TrainingLog, step_profile
 from transformer.training.snapshots import SNAPSHOTS_NAME, AttentionSnapshots
 from transformer.training.stopping import TargetStop
 
 SCHEDULES = ("plateau", "cosine", "inverse_sqrt", "constant")
+MAX_PIECES = 64
 
 
 @dataclass
@@ -59,13 +61,15 @@ class TrainConfig:
     checkpoint_every: int = 100   # save every this many steps (0 = only at the end)
     snapshot_every: int = 0       # record the attention maps of a probe input every this many steps
                                   # (snapshots.AttentionSnapshots; 0 = never)
+    pieces: int = 2               # each batch is cut into this many fixed pieces, whose gradients are
+                                  # added in order (transformer/parallel/): part of the run's arithmetic
 
     def __post_init__(self):
         self.betas = tuple(self.betas)
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
         for name, low in (("steps", 1), ("batch_size", 1), ("warmup", 0), ("cooldown", 1), ("seed", 0),
-                          ("eval_every", 0), ("checkpoint_every", 0), ("snapshot_every", 0)):
+                          ("eval_every", 0), ("checkpoint_every", 0), ("snapshot_every", 0), ("pieces", 1)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
@@ -79,6 +83,8 @@ class TrainConfig:
                 raise ValueError(f"{name} must be a finite number in [{low:g}, {high:g}], got {value!r}")
         if self.lr == 0:
             raise ValueError("lr must be positive, got 0")
+        if self.pieces > MAX_PIECES:                   # each piece keeps a flat gradient array
+            raise ValueError(f"pieces must be at most {MAX_PIECES}, got {self.pieces}")
         if len(self.betas) != 2 or not all(isinstance(b, (int, float)) and 0 <= b < 1 for b in self.betas):
             raise ValueError(f"betas must be two numbers in [0, 1), got {self.betas!r}")
 
@@ -104,9 +110,9 @@ class Trainer(ABC):
         self._dropouts = [m for _, m in self.model.named_modules() if isinstance(m, minigrad.nn.Dropout)]
         # one flat array of values and one of gradients: Adam updates all in one call (minigrad/flat.py)
         self.flat_params = FlatParameters(self.model.parameters())
-        # how a step's gradients are computed: the batch's fixed halves, on one or two threads
-        # (transformer/parallel/data_parallel.py); the same numbers either way
-        self.gradients = BatchHalves(self.flat_params, self.rows_loss, in_order=self._draws_dropout())
+        # how a step's gradients are computed: the batch's fixed pieces, on one or two threads, or
+        # shared out among the processes of an MPI job (transformer/parallel/); the same numbers every way
+        self.gradients = step_gradients(self.flat_params, self.rows_loss, self._draws_dropout(), self.config.pieces)
         self.optimizer = optim.Adam(self.flat_params, lr=self.config.lr, betas=self.config.betas,
                                     eps=self.config.eps)
         self.schedule = self._make_schedule()
@@ -136,7 +142,7 @@ class Trainer(ABC):
 
     @abstractmethod
     def sample_batch(self) -> tuple:
-        """One training batch: arrays whose rows are its examples (the halves cut these rows)."""
+        """One training batch: arrays whose rows are its examples (the pieces cut these rows)."""
 
     @abstractmethod
     def rows_loss(self, *rows):
@@ -167,7 +173,7 @@ class Trainer(ABC):
                 "batch_exact_match": estimate}
 
     def _draws_dropout(self) -> bool:
-        """Whether the model draws dropout masks: then its halves run one after the other (one
+        """Whether the model draws dropout masks: then its pieces run one after the other (one
         generator, a fixed order of draws), whatever the worker count."""
         return any(m.p > 0 for m in self._dropouts)
 
@@ -184,7 +190,8 @@ class Trainer(ABC):
         log_path = log_path or os.path.join(self.out_dir, LOG_NAME)
         checkpoints = CheckpointCadence(self, checkpoint_path or os.path.join(self.out_dir, CHECKPOINT_NAME))
         clock = TrainingClock(self.elapsed)
-        snapshots = AttentionSnapshots(self, self.config.snapshot_every, os.path.join(self.out_dir, SNAPSHOTS_NAME))
+        every = self.config.snapshot_every if self.gradients.writer else 0
+        snapshots = AttentionSnapshots(self, every, os.path.join(self.out_dir, SNAPSHOTS_NAME))
         stop = self.stopper.confirmed(self.step)   # a finished run resumed: nothing to train
         with self.gradients.running(blas_threads):
             last_eval = self._steps(clock, checkpoints, snapshots, log_path, progress, profile_step, stop)
@@ -193,7 +200,8 @@ class Trainer(ABC):
     def _steps(self, clock, checkpoints, snapshots, log_path, progress, profile_step, stop) -> dict:
         """``run``'s loop: steps until the target is confirmed or ``config.steps``; the last evaluation."""
         last_eval = record = None
-        with TrainingLog(log_path, self.step, self.resumed_from) as log, GracefulInterrupt() as interrupt, \
+        log = TrainingLog(log_path, self.step, self.resumed_from) if self.gradients.writer else _Unwritten()
+        with log, self.gradients.interrupt() as interrupt, \
                 ProgressBar(self.config.steps, progress) as bar, snapshots:
             while self.step < self.config.steps and not stop:
                 record = self._timed_step(clock, bar, profile=self.step + 1 == profile_step)
@@ -264,6 +272,8 @@ class Trainer(ABC):
 
     # ----------------------------------------------------------- checkpoints
     def save(self, path: str, elapsed: float = None):
+        if not self.gradients.writer:       # another process of the job writes the same state
+            return
         meta = {
             "model_config": self.model_config.to_dict(),
             "train_config": asdict(self.config),
@@ -313,3 +323,10 @@ class Trainer(ABC):
                                   f"resume ({error})") from None
         trainer.resumed_from = os.fspath(path)
         return trainer
+
+
+class _Unwritten(contextlib.nullcontext):
+    """The log of a process that does not write the run's files (every rank of an MPI job but 0)."""
+
+    def write(self, record: dict):
+        pass
