@@ -65,7 +65,7 @@ def test_page_loads_without_console_errors(explorer):
     assert explorer.errors == []
     assert "untrained model" in page.title()
     assert page.locator("g.node.tensor").count() > 20 and page.locator("g.node.op").count() > 15
-    assert not page.locator("#snap-row").is_visible()          # no run snapshots: no training-step slider
+    assert not page.locator("#training").is_visible()          # no run snapshots: no training-step slider
     for name in ("Q", "K", "V", "scores", "weights", f"decoder.layers.{LAYER}.self_attn.w_qkv.weight"):
         assert page.locator(f'g.node.tensor[data-name="{name}"]').count() == 1, name
 
