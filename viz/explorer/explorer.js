@@ -640,7 +640,7 @@
     });
   }
   function drawCurves() {
-    var canvas = document.getElementById("curves"), width = canvas.clientWidth || 400, height = 110;
+    var canvas = document.getElementById("curves"), width = canvas.clientWidth || 400, height = 90;
     canvas.width = width; canvas.height = height;
     var ctx = canvas.getContext("2d"), steps = SNAPSHOTS.steps, first = steps[0], last = steps[steps.length - 1];
     var pad = 4, x = function (s) { return pad + (s - first) / Math.max(1, last - first) * (width - 2 * pad); };
@@ -684,11 +684,17 @@
     }
   }
   function drawGrid(maps) {
+    // one cell size for every heatmap, as large as lets all of them fit the panel's width and, down
+    // to 4 px, the window's height below the grid's top: every layer and head visible at once
     var box = document.getElementById("grid"), heads = maps[0].weights.length;
-    var width = Math.max(200, document.getElementById("side").clientWidth - 110);
+    var side = document.getElementById("side"), width = Math.max(200, side.clientWidth - 120);
+    var cols = Math.max.apply(null, maps.map(function (m) { return m.keys.length; }));
+    var rows = maps.reduce(function (n, m) { return n + m.queries.length; }, 0);
+    var top = box.getBoundingClientRect().top + side.scrollTop - side.getBoundingClientRect().top;
+    var height = side.clientHeight - top - maps.length * 18 - 8;
+    var cell = Math.max(3, Math.min(12, Math.floor((width / heads - 6) / cols), Math.max(4, Math.floor(height / rows))));
     box.innerHTML = "";
     maps.forEach(function (m) {
-      var cols = m.keys.length, cell = Math.max(3, Math.min(12, Math.floor((width / heads - 6) / cols)));
       var row = el("div", {"class": "grid-row"});
       row.appendChild(el("div", {"class": "grid-label", title: m.module}, moduleLabel(m) +
         (isDecoderRow(m) && !DATA.ladder ? "\nrows: the answer shifted right" : "")));
