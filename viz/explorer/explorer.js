@@ -553,8 +553,8 @@
     if (view.step >= SNAPSHOTS.steps.length - 1) showSnapshot(0);
     button.textContent = "❚❚ pause";
     view.playing = setInterval(function () {
-      if (view.step >= SNAPSHOTS.steps.length - 1) { play(); return; }
       showSnapshot(view.step + 1);
+      if (view.step >= SNAPSHOTS.steps.length - 1) play();          // the last step: stop there
     }, 120);
   }
   function setSource(value, quiet) {

@@ -74,6 +74,10 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         if not self._host_is_local():
             return self._error(HTTPStatus.FORBIDDEN, "this server answers 127.0.0.1 and localhost only")
+        if self.path == "/favicon.ico":               # what every browser asks for: none, and no error
+            self.send_response(HTTPStatus.NO_CONTENT)
+            self.end_headers()
+            return None
         if self.path not in ("/", "/index.html"):
             return self._error(HTTPStatus.NOT_FOUND, "the page is at /")
         self._send(HTTPStatus.OK, self.server.explorer.page, "text/html; charset=utf-8")
