@@ -223,6 +223,7 @@ def test_heatmap_cell_under_the_pointer_names_its_characters(explorer):
     page = explorer.page
     page.select_option("#att-module", label=f"{KIND}, layer {LAYER} (the graph's)")
     characters = token_labels(decoder_input_from_reference(DATE))
+    page.locator("#att-canvas").scroll_into_view_if_needed()     # below the grid of every head
     canvas = page.locator("#att-canvas").bounding_box()
     rows = cols = len(characters)
     for query, key in [(1, 0), (5, 3), (rows - 1, cols - 2)]:

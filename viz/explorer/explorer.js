@@ -757,9 +757,9 @@
     if (q < 0 || k < 0 || q >= map.queries.length || k >= map.keys.length) return;
     var hover = document.getElementById("att-hover");
     var reads = isDecoderRow(map) && DATA.input && DATA.input.kind === "date" && q + 1 < map.queries.length ?
-      " (predicts '" + map.queries[q + 1] + "')" : "";
-    hover.textContent = "query " + q + " '" + map.queries[q] + "'" + reads + " → key " + k + " '" + map.keys[k] + "': weight " +
-      num(map.weights[view.head][q][k]) + (map.may_attend[q][k] ? " (may attend)" : " (masked: may not attend)");
+      "; this row predicts '" + map.queries[q + 1] + "', the next row's input" : "";
+    hover.textContent = "query " + q + " '" + map.queries[q] + "' → key " + k + " '" + map.keys[k] + "': weight " +
+      num(map.weights[view.head][q][k]) + (map.may_attend[q][k] ? " (may attend)" : " (masked: may not attend)") + reads;
     hover.dataset.query = map.queries[q];
     hover.dataset.key = map.keys[k];
     var inGraph = map.module === STEP.module;
