@@ -697,7 +697,7 @@
     maps.forEach(function (m) {
       var row = el("div", {"class": "grid-row"});
       row.appendChild(el("div", {"class": "grid-label", title: m.module}, moduleLabel(m) +
-        (isDecoderRow(m) && !DATA.ladder ? "\nrows: the answer shifted right" : "")));
+        (isDecoderRow(m) && DATA.input.kind === "date" ? "\nrows: the answer shifted right" : "")));
       for (var h = 0; h < heads; h++) {
         var c = el("canvas", {"class": "cell", "data-module": m.module, "data-head": h});
         heatmap(c, m, h, cell);
