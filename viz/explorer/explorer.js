@@ -15,7 +15,8 @@
   var decoded = new Map();
   function decode(enc) {           // {dtype: "f4"|"f8"|"u1", b64} -> Float32Array / Float64Array (cached)
     if (!decoded.has(enc)) {
-      var bytes = Uint8Array.from(atob(enc.b64), function (c) { return c.charCodeAt(0); });
+      var text = atob(enc.b64), bytes = new Uint8Array(text.length);
+      for (var j = 0; j < text.length; j++) bytes[j] = text.charCodeAt(j);     // a plain loop: megabytes of snapshots
       if (enc.dtype === "u1") {    // a weight in [0, 1] as round(255 w): training_steps.encode_fractions
         var fractions = new Float32Array(bytes.length);
         for (var i = 0; i < bytes.length; i++) fractions[i] = bytes[i] / 255;
@@ -608,13 +609,13 @@
     setSource("row" + view.row);
   }
   function bestRow(top) {              // the probe row on which the top head moved most
-    var best = 0, most = -1;
+    var best = 0, most = -1, last = SNAPSHOTS.steps.length - 1;
     SNAPSHOTS.rows.forEach(function (row, p) {
       var m = row.modules.find(function (x) { return x.module === top.module; });
-      var first = snapshotMap(m, 0).weights[top.head], last = snapshotMap(m, SNAPSHOTS.steps.length - 1).weights[top.head];
-      var sum = 0, n = 0;
-      first.forEach(function (r, q) { r.forEach(function (w, k) { sum += Math.abs(last[q][k] - w); n++; }); });
-      if (sum / n > most) { most = sum / n; best = p; }
+      var values = decode(m.weights), size = m.queries.length * m.keys.length, heads = values.length / ((last + 1) * size);
+      var first = top.head * size, end = (last * heads + top.head) * size, sum = 0;
+      for (var i = 0; i < size; i++) sum += Math.abs(values[end + i] - values[first + i]);
+      if (sum / size > most) { most = sum / size; best = p; }
     });
     return best;
   }
