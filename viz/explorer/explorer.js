@@ -913,7 +913,9 @@
         .then(function (answer) {
           if (!answer[0]) { status.textContent = answer[1].error; status.className = "bad"; status.dataset.error = "true"; return; }
           delete status.dataset.error;
+          var drawing = performance.now();
           load(answer[1]);
+          document.body.dataset.drawMs = Math.round(performance.now() - drawing);      // the page's own part
           var ms = Math.round(performance.now() - started);
           status.textContent = "redrawn in " + ms + " ms"; status.className = "ok";
           document.body.dataset.redrawMs = ms;
