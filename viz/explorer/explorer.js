@@ -572,7 +572,7 @@
     if (SNAPSHOTS) SNAPSHOTS.rows.forEach(function (row, p) {
       select.appendChild(el("option", {value: "row" + p}, "probe " + (p + 1) + " · " + row.text + " (while it trained)"));
     });
-    select.appendChild(el("option", {value: "input"}, "this page's " + kind + ": " + DATA.input.text + " (the checkpoint)"));
+    select.appendChild(el("option", {value: "input"}, "this page's " + kind + ": " + DATA.input.text + (SNAPSHOTS ? " (the trained model)" : "")));
   }
   function setUpSnapshots() {
     if (!SNAPSHOTS) return;
