@@ -4,13 +4,13 @@ Importing a command's module (numpy, Numba, the model) takes about half a second
 in that time would print a KeyboardInterrupt traceback if the console script imported the
 module itself, before any of the project's code could catch it. Here the import happens
 inside a ``try``, so Ctrl-C at any moment after Python has started is one line and exit
-130; from then on ``transformer.console.console_script`` keeps the same promise.
+130; from then on ``transformer.commands.console.console_script`` keeps the same promise.
 """
 import importlib
 import signal
 import sys
 
-EXIT_INTERRUPTED = 130          # as transformer.console.EXIT_INTERRUPTED (not imported: it is not light)
+EXIT_INTERRUPTED = 130          # as transformer.commands.console.EXIT_INTERRUPTED (not imported: it is not light)
 _interrupted = False
 
 
@@ -45,15 +45,15 @@ def _interrupted_at_start() -> int:
 
 
 def train(argv=None):
-    return _run("transformer.cli:train_main", argv)
+    return _run("transformer.commands.dates:train_main", argv)
 
 
 def translate(argv=None):
-    return _run("transformer.cli:translate_main", argv)
+    return _run("transformer.commands.dates:translate_main", argv)
 
 
 def evaluate(argv=None):
-    return _run("transformer.cli:evaluate_main", argv)
+    return _run("transformer.commands.dates:evaluate_main", argv)
 
 
 def attention_graph(argv=None):
@@ -85,16 +85,16 @@ def next_word_explore(argv=None):
 
 
 def export(argv=None):
-    return _run("transformer.export:main", argv)
+    return _run("transformer.commands.export:main", argv)
 
 
 def next_word_train(argv=None):
-    return _run("transformer.next_word_cli:train_main", argv)
+    return _run("transformer.commands.next_word:train_main", argv)
 
 
 def next_word_complete(argv=None):
-    return _run("transformer.next_word_cli:complete_main", argv)
+    return _run("transformer.commands.next_word:complete_main", argv)
 
 
 def attention_ladder(argv=None):
-    return _run("transformer.ladder.cli:main", argv)
+    return _run("transformer.commands.ladder:main", argv)

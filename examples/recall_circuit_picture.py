@@ -46,7 +46,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     from PIL import Image
 
-    from transformer.snapshots import load_snapshots, snapshots_beside
+    from transformer.training.snapshots import load_snapshots, snapshots_beside
     from viz.browser import open_page
     from viz.explorer.next_word_cli import main as explore
 

@@ -7,9 +7,10 @@ import subprocess
 import sys
 import threading
 
-from transformer.config import ModelConfig
-from transformer.next_word import NextWordTrainer, default_model_config, default_train_config
-from transformer.training import Trainer, TrainConfig
+from transformer.models.config import ModelConfig
+from transformer.training.next_word import NextWordTrainer, default_model_config, default_train_config
+from transformer.training.dates import DateTrainer
+from transformer.training.trainer import TrainConfig
 
 TINY = dict(d_model=16, num_heads=2, d_ff=32)
 TINY_TRAIN = dict(batch_size=8, lr=1e-2, warmup=1, schedule="constant", target_accuracy=0)
@@ -24,7 +25,7 @@ def next_word_run(folder, steps=12, every=4) -> str:
 
 
 def dates_run(folder, steps=12, every=4) -> str:
-    trainer = Trainer(ModelConfig(num_encoder_layers=1, num_decoder_layers=1, **TINY),
+    trainer = DateTrainer(ModelConfig(num_encoder_layers=1, num_decoder_layers=1, **TINY),
                       TrainConfig(steps=steps, snapshot_every=every, **TINY_TRAIN), out_dir=str(folder))
     trainer.run(progress=False)
     return str(folder / "model.npz")

@@ -130,7 +130,7 @@ def test_the_heatmaps_carry_their_tokens_on_both_axes(explorer):
 
 def test_source_lines_are_clean_paths_when_run_from_examples(tmp_path):
     """`python examples/explore.py` imports the package through examples/..: the page still says
-    transformer/attention.py:N, not examples/../transformer/attention.py:N."""
+    transformer/models/attention.py:N, not examples/../transformer/attention.py:N."""
     import json
     import re
     import subprocess
@@ -161,7 +161,7 @@ def test_clicking_scores_shows_its_shape_and_the_models_values(explorer, engine)
     flat = scores.reshape(-1)
     for index, value in shown.items():
         assert value == float(flat[index]), index          # float32 -> text -> float: exact
-    assert page.text_content(".op-section .source").startswith("created at transformer/attention.py:")
+    assert page.text_content(".op-section .source").startswith("created at transformer/models/attention.py:")
     assert "minigrad/" in page.text_content(".op-section .defined")
     assert "q @ k.swapaxes(-1, -2)" in page.text_content(".op-section code")
     assert explorer.errors == []

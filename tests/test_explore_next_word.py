@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from explore_runs import dates_run, next_word_run
-from transformer import language
+from transformer.tasks import language
 from transformer.ladder.rungs import RUNGS
 from viz.explorer.next_word_cli import default_sentence, main
 

@@ -6,8 +6,8 @@ import pytest
 
 from explore_runs import dates_run, next_word_run, served
 from test_explore_training_browser import grid_pixels, most_changed
-from transformer.snapshots import SNAPSHOTS_NAME
-from transformer.training import load_model
+from transformer.training.snapshots import SNAPSHOTS_NAME
+from transformer.files.trained_model import load_model
 from viz.browser import SKIP_REASON, open_page
 from viz.explorer.cli import write_explorer
 

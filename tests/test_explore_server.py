@@ -77,7 +77,7 @@ def test_no_path_names_a_file(server, path):
 
 
 def test_a_typed_sentence_runs_on_the_checkpoint(server, checkpoint):
-    from transformer.training import load_model
+    from transformer.files.trained_model import load_model
     from viz.explorer.subject import SentenceSubject
     _, url = server
     status, data = request(url, "POST", "/step", json.dumps({"text": SENTENCE}))

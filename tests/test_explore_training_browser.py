@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from explore_runs import next_word_run
-from transformer.snapshots import SNAPSHOTS_NAME, load_snapshots
-from transformer.training import load_model
+from transformer.training.snapshots import SNAPSHOTS_NAME, load_snapshots
+from transformer.files.trained_model import load_model
 from viz.browser import SKIP_REASON, open_page
 from viz.explorer.cli import write_explorer
 

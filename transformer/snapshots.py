@@ -37,10 +37,10 @@ import os
 
 import numpy as np
 
-from .attention import CrossAttention, SelfAttention
-from .checkpoint import write_npz_atomically
-from .decoder_only import DecoderOnlyTransformer
-from .decoding import inference
+from transformer.models.attention import CrossAttention, SelfAttention
+from transformer.files.checkpoint import write_npz_atomically
+from transformer.models.decoder_only import DecoderOnlyTransformer
+from transformer.decoding import inference
 
 SNAPSHOTS_NAME = "attention_snapshots.npz"
 PROBE_DATE = "1845-01-05"
@@ -55,7 +55,7 @@ class SnapshotError(Exception):
 # --------------------------------------------------------------------- probes
 def date_probe(model):
     """-> (model inputs, probe rows in words, {module kind: (query tokens, key tokens)})."""
-    from .dates import VOCAB, encode, translate_reference
+    from transformer.tasks.dates import VOCAB, encode, translate_reference
     answer = translate_reference(PROBE_DATE)
     src = encode(PROBE_DATE)[None].astype(np.int64)
     tgt_in = encode(answer)[None, :-1].astype(np.int64)          # <sos> + answer, as teacher forcing feeds it
@@ -74,8 +74,8 @@ def date_probe(model):
 def sentence_probe(model):
     """The first held-out sentence of each kind, one row each (padded to the longest), then the
     swap and the recall sentence again with the other animal and the other name asked."""
-    from . import language
-    from .next_word import LANGUAGE_SEED
+    from transformer.tasks import language
+    from transformer.training.next_word import LANGUAGE_SEED
     examples = language.Language(LANGUAGE_SEED).evaluation_set(per_kind=1)
     first = {example.kind: example for example in examples}
     for kind in ("swap", "recall"):
@@ -91,8 +91,8 @@ def kind_scorer(task):
     """next-word: (the kinds, model -> each kind's accuracy on a fixed held-out set); dates: None."""
     if task != "next-word":
         return None
-    from . import language
-    from .next_word import LANGUAGE_SEED, accuracy_by_kind
+    from transformer.tasks import language
+    from transformer.training.next_word import LANGUAGE_SEED, accuracy_by_kind
     examples = language.Language(LANGUAGE_SEED).evaluation_set(per_kind=KIND_ACCURACY_PER_KIND)
     kinds = list(dict.fromkeys(example.kind for example in examples))
     return kinds, lambda model: [accuracy_by_kind(model, examples)["per_kind"][kind] for kind in kinds]

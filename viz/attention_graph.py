@@ -26,11 +26,11 @@ import numpy as np
 
 from minigrad import Tensor, detect_anomaly
 from minigrad.nn import record_scopes
-from transformer.checkpoint import CheckpointError
-from transformer.console import Parser, console_script, path_argument
-from transformer.dates import DateError
+from transformer.files.checkpoint import CheckpointError
+from transformer.commands.console import Parser, console_script, path_argument
+from transformer.tasks.dates import DateError
 from transformer.decoding import inference
-from transformer.output_file import add_force_option, check_outputs
+from transformer.files.output_file import add_force_option, check_outputs
 
 from .graph import draw_graph
 from .render import EXIT_CODES_HELP, EXIT_DOT_MISSING, render
@@ -38,7 +38,7 @@ from .inputs import (ATTENTION_KINDS, UNTRAINED, add_model_arguments, attention_
                      model_from_args, on_numpy_twins, reference_inputs, source_ids)
 
 KINDS = ATTENTION_KINDS
-# how the model builds each kind's mask (transformer/attention.py); True = may attend
+# how the model builds each kind's mask (transformer/models/attention.py); True = may attend
 MASK_KINDS = {"encoder-self": "padding", "decoder-self": "causal + padding", "cross": "padding"}
 
 

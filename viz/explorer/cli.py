@@ -3,8 +3,8 @@ import os
 import sys
 import time
 
-from transformer.console import Parser, console_script, path_argument
-from transformer.output_file import HTML, add_force_option, check_output, write_output
+from transformer.commands.console import Parser, console_script, path_argument
+from transformer.files.output_file import HTML, add_force_option, check_output, write_output
 
 from ..attention_graph import KINDS, find_attention_module
 from ..inputs import UNTRAINED, add_model_arguments, model_from_args, on_numpy_twins, source_ids
@@ -86,9 +86,9 @@ def write_explorer(model, out, date="1845-01-05", kind="encoder-self", layer=0, 
 @console_script
 @on_numpy_twins
 def main(argv=None) -> int:
-    from transformer.checkpoint import CheckpointError
-    from transformer.dates import DateError
-    from transformer.snapshots import SnapshotError, snapshots_beside
+    from transformer.files.checkpoint import CheckpointError
+    from transformer.tasks.dates import DateError
+    from transformer.training.snapshots import SnapshotError, snapshots_beside
 
     parser = Parser(prog="dates-explore", description="One attention step of the date model, "
                     "forward and backward, in one self-contained HTML page.")

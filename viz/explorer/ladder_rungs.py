@@ -12,7 +12,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 import minigrad
-from transformer import language
+from transformer.tasks import language
 
 
 def train_rungs(steps: int, seed: int = 0, say=None) -> list:

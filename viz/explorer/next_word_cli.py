@@ -15,8 +15,8 @@ import os
 import sys
 import time
 
-from transformer.console import Parser, console_script, path_argument
-from transformer.output_file import HTML, add_force_option, check_output, write_output
+from transformer.commands.console import Parser, console_script, path_argument
+from transformer.files.output_file import HTML, add_force_option, check_output, write_output
 
 from ..inputs import on_numpy_twins
 from .cli import add_serve_options, build_page_data, check_port, page_title, serve_explorer
@@ -29,8 +29,8 @@ LADDER_STEPS = 600          # Adam steps per rung trained for the page (attentio
 def default_sentence() -> str:
     """The recall probe asked about the second name: the place stated first is the wrong answer,
     so a model that has learned a 'first place' shortcut gets it wrong and one that recalls does not."""
-    from transformer import language
-    from transformer.next_word import LANGUAGE_SEED
+    from transformer.tasks import language
+    from transformer.training.next_word import LANGUAGE_SEED
     recall = next(e for e in language.Language(LANGUAGE_SEED).evaluation_set(per_kind=1) if e.kind == "recall")
     *facts, asked = recall.combination
     return " ".join(language.make_example("recall", (*facts, 1 - asked)).context)
@@ -62,10 +62,10 @@ def parse_args(argv):
 @console_script
 @on_numpy_twins
 def main(argv=None) -> int:
-    from transformer.checkpoint import CheckpointError
-    from transformer.run_dir import default_checkpoint
-    from transformer.snapshots import SnapshotError, snapshots_beside
-    from transformer.training import load_model
+    from transformer.files.checkpoint import CheckpointError
+    from transformer.files.run_dir import default_checkpoint
+    from transformer.training.snapshots import SnapshotError, snapshots_beside
+    from transformer.files.trained_model import load_model
 
     from ..attention_graph import find_attention_module
     from .ladder_rungs import train_rungs

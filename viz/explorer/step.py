@@ -115,7 +115,7 @@ def _total(tensor, arrivals):
 
 
 def _relative(site):
-    """'/repo/examples/../transformer/attention.py:12' -> 'transformer/attention.py:12' (a script run from
+    """'/repo/examples/../transformer/attention.py:12' -> 'transformer/models/attention.py:12' (a script run from
     examples/ imports the package through examples/..)."""
     if not site:
         return None

@@ -11,8 +11,8 @@ runs as ``<bos>`` and its words, and the prediction is the word after the last o
 """
 import numpy as np
 
-from transformer import language
-from transformer.dates import DateError
+from transformer.tasks import language
+from transformer.tasks.dates import DateError
 from transformer.decoding import inference
 
 from ..inputs import axis_labels, decoder_input_from_greedy, is_decoder_only, reference_inputs, source_ids
@@ -42,7 +42,7 @@ class DateSubject:
 
     def prediction(self, model) -> dict:
         """The model's own answer, decoded greedily."""
-        from transformer.dates import decode
+        from transformer.tasks.dates import decode
         ids = decoder_input_from_greedy(model, source_ids(self.text))[0, 1:]
         return {"text": decode(ids)}
 

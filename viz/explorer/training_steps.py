@@ -1,7 +1,7 @@
 """The attention snapshots of the checkpoint's run, for the page's training-step grid and curves.
 
 ``dates-train --snapshot-every N`` (and ``next-word-train``) records every attention module's
-weights on its probe rows while the run trains (``transformer.snapshots``). The page shows
+weights on its probe rows while the run trains (``transformer.training.snapshots``). The page shows
 them, every layer and head at once, under a slider and a play button from the first recorded
 step to the last, beside the loss and accuracy curves. Each module's mask and tokens are
 those of the probe row (a mask depends on the input only, never on the weights).
@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from transformer.snapshots import PROBE_DATE, load_snapshots
+from transformer.training.snapshots import PROBE_DATE, load_snapshots
 
 from .attention_maps import attention_maps
 from .subject import DateSubject, SentenceSubject, is_next_word
