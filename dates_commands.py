@@ -80,6 +80,10 @@ def explore(argv=None):
     return _run("viz.explorer.cli:main", argv)
 
 
+def next_word_explore(argv=None):
+    return _run("viz.explorer.next_word_cli:main", argv)
+
+
 def export(argv=None):
     return _run("transformer.commands.export:main", argv)
 

@@ -32,7 +32,7 @@ DATE = "1845-01-05"
 # what the commands below draw: every file docs/images/ holds
 IMAGE_FILES = ("attention_step.svg", "attention_step_mask.png", "attention_heatmap_encoder-self.png",
                "attention_heatmap_decoder-self.png", "attention_heatmap_cross.png", "backward_animation.gif",
-               "training_curves.png", "explorer.png", "attention_ladder.png")
+               "training_curves.png", "explorer.png", "attention_ladder.png", "recall_circuit.png")
 
 
 def run_folder(seed: int) -> str:
@@ -62,6 +62,15 @@ def ladder_command(seed: int) -> str:
     """The attention ladder (its own models, no date model), as the README's section on it quotes it."""
     return (f"attention-ladder --seed {seed} --plot {IMAGES}/attention_ladder.png "
             f"--json {run_folder(seed)}/ladder.json --force")
+
+
+def lesson_commands(seed: int) -> list:
+    """The recall circuit forming (docs/explorer.md): a next-word run recording its attention, and
+    the two training steps next-word-explore shows of it (about 5 minutes)."""
+    folder = f"runs/readme-next-word-seed-{seed}"
+    return [f"next-word-train --seed {seed} --snapshot-every 10 --no-progress --out {folder} --force",
+            f"python examples/recall_circuit_picture.py --checkpoint {folder}/model.npz "
+            f"--out {IMAGES}/recall_circuit.png"]
 
 
 def explorer_page(seed: int) -> str:
@@ -127,6 +136,12 @@ def main(argv=None) -> int:
         run(command, scripts)
     screenshot_explorer(explorer_page(args.seed), os.path.join(IMAGES, "explorer.png"))
     run(ladder_command(args.seed), scripts)
+    from transformer.commands.next_word import train_main as next_word_train
+    sys.path.insert(0, os.path.join(REPO, "examples"))
+    from recall_circuit_picture import main as recall_picture
+    for command in lesson_commands(args.seed):
+        run(command.replace("python examples/recall_circuit_picture.py", "recall-circuit-picture"),
+            {**scripts, "next-word-train": next_word_train, "recall-circuit-picture": recall_picture})
     for name in os.listdir(IMAGES):
         if name.endswith(".dot"):
             os.remove(os.path.join(IMAGES, name))

@@ -65,7 +65,7 @@ def test_page_loads_without_console_errors(explorer):
     assert explorer.errors == []
     assert "untrained model" in page.title()
     assert page.locator("g.node.tensor").count() > 20 and page.locator("g.node.op").count() > 15
-    assert not page.locator("#snap-row").is_visible()          # no run snapshots: no training-step slider
+    assert not page.locator("#training").is_visible()          # no run snapshots: no training-step slider
     for name in ("Q", "K", "V", "scores", "weights", f"decoder.layers.{LAYER}.self_attn.w_qkv.weight"):
         assert page.locator(f'g.node.tensor[data-name="{name}"]').count() == 1, name
 
@@ -223,6 +223,7 @@ def test_heatmap_cell_under_the_pointer_names_its_characters(explorer):
     page = explorer.page
     page.select_option("#att-module", label=f"{KIND}, layer {LAYER} (the graph's)")
     characters = token_labels(decoder_input_from_reference(DATE))
+    page.locator("#att-canvas").scroll_into_view_if_needed()     # below the grid of every head
     canvas = page.locator("#att-canvas").bounding_box()
     rows = cols = len(characters)
     for query, key in [(1, 0), (5, 3), (rows - 1, cols - 2)]:

@@ -48,7 +48,7 @@ EXPECTED = {"encoder-decoder": ([("encoder.layers.0.self_attn", 1, 12, 12), ("de
                                  ("decoder.layers.0.cross_attn", 1, 16, 12), ("decoder.layers.1.self_attn", 1, 16, 16),
                                  ("decoder.layers.1.cross_attn", 1, 16, 12)]),
             "decoder-only": [("decoder.layers.0.self_attn", 1, 26, 26), ("decoder.layers.1.self_attn", 1, 26, 26)],
-            "next-word": [("decoder.layers.0.self_attn", 5, 18, 18), ("decoder.layers.1.self_attn", 5, 18, 18)]}
+            "next-word": [("decoder.layers.0.self_attn", 7, 18, 18), ("decoder.layers.1.self_attn", 7, 18, 18)]}
 
 
 def probe_attention(trainer):
@@ -84,6 +84,30 @@ def test_recorded_steps_shapes_and_values(run, tmp_path):
         np.testing.assert_allclose(recorded[0], first, atol=1e-3)       # float16: 3 significant digits
         np.testing.assert_allclose(recorded[-1], last, atol=1e-3)
         assert not np.allclose(recorded[0], recorded[-1], atol=1e-4)    # training changed them
+
+
+@pytest.mark.slow
+def test_next_word_probes_pair_each_question_and_score_each_kind(tmp_path):
+    """The swap and recall rows come twice, the other animal and the other name asked, so that
+    a first-place shortcut and real recall give different answers; every snapshot scores each
+    kind on held-out sentences, as the trainer's own evaluation does on the same sentences."""
+    from transformer.tasks import language
+    from transformer.training.next_word import LANGUAGE_SEED, accuracy_by_kind
+    from transformer.training.snapshots import KIND_ACCURACY_PER_KIND
+    trainer = next_word_trainer(tmp_path, 4, 2)
+    trainer.run(progress=False)
+    snapshots = load_snapshots(tmp_path / SNAPSHOTS_NAME)
+    rows = [str(row) for row in snapshots["probe"]]
+    assert [row.split(":")[0] for row in rows] == list(language.KINDS) + ["swap", "recall"]
+    recall, other = rows[4].split(": ")[1].split(), rows[6].split(": ")[1].split()
+    assert recall[:12] == other[:12] and recall[12] != other[12]          # same facts, the other name asked
+    assert recall[-1] == recall[4] and other[-1] == other[10]              # answered by the first / second place
+    assert rows[2].split()[:9] == rows[5].split()[:9] and rows[2].split()[-1] != rows[5].split()[-1]
+    assert snapshots["held_out_kinds"].tolist() == list(language.KINDS)
+    assert snapshots["held_out_accuracy"].shape == (len(snapshots["steps"]), len(language.KINDS))
+    examples = language.Language(LANGUAGE_SEED).evaluation_set(per_kind=KIND_ACCURACY_PER_KIND)
+    now = accuracy_by_kind(trainer.model, examples)["per_kind"]
+    assert snapshots["held_out_accuracy"][-1].tolist() == pytest.approx([now[k] for k in language.KINDS])
 
 
 @pytest.mark.slow

@@ -135,13 +135,15 @@ def build_attention_graph(model, date="1845-01-05", kind="encoder-self", layer=0
     return graph, root
 
 
-def run_attention_step(model, date="1845-01-05", kind="encoder-self", layer=0, record_sources=False):
+def run_attention_step(model, date="1845-01-05", kind="encoder-self", layer=0, record_sources=False, inputs=None):
     """(module name, output Tensor): one attention module of ``model`` run again, op by op (not
-    fused), on what it received for ``date``, inside ``record_scopes(model)``; its inputs are fresh
-    leaves that require grad. ``record_sources`` records where each op was created (``fn.created_at``,
-    file:line, as ``detect_anomaly()`` does)."""
+    fused), on what it received for ``date`` (or for the model's ``inputs``, e.g. a sentence),
+    inside ``record_scopes(model)``; its inputs are fresh leaves that require grad.
+    ``record_sources`` records where each op was created (``fn.created_at``, file:line, as
+    ``detect_anomaly()`` does)."""
     name, module = find_attention_module(model, kind, layer)
-    call = _as_leaves(capture_attention_call(model, module, reference_inputs(model, date)))
+    inputs = reference_inputs(model, date) if inputs is None else inputs
+    call = _as_leaves(capture_attention_call(model, module, inputs))
     was_training, was_fused = model.training, module.fused
     model.eval()
     module.fused = False  # draw every stage, not the one fused op

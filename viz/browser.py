@@ -38,7 +38,8 @@ class OpenPage:
 
 @contextlib.contextmanager
 def open_page(path, width=1400, height=860, ready="body[data-ready=true]"):
-    """Yield an ``OpenPage`` for the local file ``path``, once the element ``ready`` exists."""
+    """Yield an ``OpenPage`` for the local file ``path`` (or a served page's http:// URL), once the
+    element ``ready`` exists."""
     from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory() as profile, sync_playwright() as playwright:
@@ -50,7 +51,7 @@ def open_page(path, width=1400, height=860, ready="body[data-ready=true]"):
             opened = OpenPage(page)
             page.on("console", lambda message: opened.errors.append(message.text) if message.type == "error" else None)
             page.on("pageerror", lambda error: opened.errors.append(str(error)))
-            page.goto("file://" + os.path.abspath(path))
+            page.goto(str(path) if str(path).startswith("http://") else "file://" + os.path.abspath(path))
             page.wait_for_selector(ready, state="attached", timeout=15000)
             yield opened
         finally:

@@ -7,7 +7,11 @@ puts a training-step slider over them, so the pattern can be watched as it appea
 
 The probes: for the dates, ``1845-01-05`` teacher-forced on its answer ``January 5, 1845`` (the
 date every viz command draws by default); for next-word prediction, the first held-out sentence
-of each kind in the language's fixed evaluation set (``Language.evaluation_set``), one row each.
+of each kind in the language's fixed evaluation set (``Language.evaluation_set``), one row each,
+then the same swap and recall sentences with the other animal and the other name asked: a
+circuit that answers "the first place stated" gets one recall row right and the other wrong,
+one that recalls gets both. A next-word run also scores each kind's held-out accuracy at every
+snapshot, on a fixed set (``KIND_ACCURACY_PER_KIND`` sentences per kind), for the curves.
 
 The file, ``attention_snapshots.npz`` in the run folder, loads without pickle:
 
@@ -18,6 +22,8 @@ The file, ``attention_snapshots.npz`` in the run folder, loads without pickle:
     every         ()   int64          N
     probe         (P,) str            the probe rows, in words
     modules       (M,) str            e.g. decoder.layers.1.cross_attn; kinds (M,) str; layers (M,) int64
+    held_out_kinds (K,) str           next-word only: the sentence kinds, and
+    held_out_accuracy (S, K) float32  each kind's held-out accuracy at each step
     weights.m     (S, P, heads, Tq, Tk) float16    module m's weights
     queries.m, keys.m   (P, Tq), (P, Tk) str       module m's query and key tokens
 
@@ -39,6 +45,7 @@ from transformer.decoding import inference
 SNAPSHOTS_NAME = "attention_snapshots.npz"
 PROBE_DATE = "1845-01-05"
 ACCURACY_NAMES = {"dates": "training batch exact match", "next-word": "held-out sample accuracy, lowest kind"}
+KIND_ACCURACY_PER_KIND = 40     # held-out sentences per kind scored at each next-word snapshot
 
 
 class SnapshotError(Exception):
@@ -65,13 +72,29 @@ def date_probe(model):
 
 
 def sentence_probe(model):
-    """The first held-out sentence of each kind, one row each (padded to the longest)."""
+    """The first held-out sentence of each kind, one row each (padded to the longest), then the
+    swap and the recall sentence again with the other animal and the other name asked."""
     from transformer.tasks import language
     examples = language.Language().evaluation_set(per_kind=1)      # the split every next-word run trains on
+    first = {example.kind: example for example in examples}
+    for kind in ("swap", "recall"):
+        *rest, asked = first[kind].combination
+        examples.append(language.make_example(kind, (*rest, 1 - asked)))
     inputs = language.encode_batch(examples).inputs
     words = np.array([[language.VOCAB[i] for i in row] for row in inputs])
     rows = [f"{example.kind}: {' '.join(example.words)}" for example in examples]
     return (inputs,), rows, {"decoder-self": (words, words)}
+
+
+def kind_scorer(task):
+    """next-word: (the kinds, model -> each kind's accuracy on a fixed held-out set); dates: None."""
+    if task != "next-word":
+        return None
+    from transformer.tasks import language
+    from transformer.training.next_word import LANGUAGE_SEED, accuracy_by_kind
+    examples = language.Language(LANGUAGE_SEED).evaluation_set(per_kind=KIND_ACCURACY_PER_KIND)
+    kinds = list(dict.fromkeys(example.kind for example in examples))
+    return kinds, lambda model: [accuracy_by_kind(model, examples)["per_kind"][kind] for kind in kinds]
 
 
 PROBES = {"dates": date_probe, "next-word": sentence_probe}
@@ -102,7 +125,8 @@ class AttentionSnapshots:
         self.inputs, self.probe, labels = PROBES[trainer.TASK](model)
         self.modules = attention_modules(model)
         self.labels = [labels[kind] for _, kind, _, _ in self.modules]
-        self.records = []          # per step: (step, loss, accuracy, [weights per module])
+        self.scorer = kind_scorer(trainer.TASK)
+        self.records = []          # per step: (step, loss, accuracy, [weights per module], [accuracy per kind])
 
     def __enter__(self):
         if self.every:
@@ -134,7 +158,8 @@ class AttentionSnapshots:
         with inference(model):
             model(*self.inputs)
         weights = [np.asarray(module.last_weights, dtype=np.float16) for _, _, _, module in self.modules]
-        self.records.append((self.trainer.step, loss, accuracy, weights))
+        kinds = self.scorer[1](model) if self.scorer else []
+        self.records.append((self.trainer.step, loss, accuracy, weights, kinds))
 
     def write(self):
         if not self.records:
@@ -149,6 +174,9 @@ class AttentionSnapshots:
         for m, (queries, keys) in enumerate(self.labels):
             arrays[f"weights.{m}"] = np.stack([r[3][m] for r in self.records])
             arrays[f"queries.{m}"], arrays[f"keys.{m}"] = queries, keys
+        if self.scorer:
+            arrays["held_out_kinds"] = np.array(self.scorer[0])
+            arrays["held_out_accuracy"] = np.array([r[4] for r in self.records], dtype=np.float32)
         write_npz_atomically(self.path, arrays, compressed=True)
 
     def _continue_earlier(self, step: int):
@@ -166,12 +194,15 @@ class AttentionSnapshots:
                 earlier = load_snapshots(source)
             except SnapshotError:
                 continue
-            if list(earlier["modules"]) != [m[0] for m in self.modules]:
+            if list(earlier["modules"]) != [m[0] for m in self.modules] or list(earlier["probe"]) != self.probe:
                 continue
+            kinds = earlier.get("held_out_accuracy")
             for i, s in enumerate(earlier["steps"]):
                 if s <= step:
+                    scored = [float(a) for a in kinds[i]] if kinds is not None else \
+                        [float("nan")] * len(self.scorer[0]) if self.scorer else []
                     self.records.append((int(s), float(earlier["loss"][i]), float(earlier["accuracy"][i]),
-                                         [w[i] for w in earlier["weights"]]))
+                                         [w[i] for w in earlier["weights"]], scored))
             return
 
 
@@ -202,6 +233,9 @@ def load_snapshots(path) -> dict:
                     or weights.shape[3:] != (queries.shape[1], keys.shape[1]):
                 raise ValueError(f"weights {weights.shape} do not fit {len(steps)} steps, "
                                  f"queries {queries.shape} and keys {keys.shape}")
+        if "held_out_accuracy" in data and data["held_out_accuracy"].shape != (len(steps), len(data["held_out_kinds"])):
+            raise ValueError(f"held-out accuracy {data['held_out_accuracy'].shape} does not fit {len(steps)} steps "
+                             f"and {len(data['held_out_kinds'])} kinds")
     except (OSError, KeyError, ValueError, EOFError) as error:
         raise SnapshotError(f"{path} is not a readable attention snapshots file ({error})") from None
     return data

@@ -16,7 +16,7 @@ from minigrad import Tensor, gradcheck, no_grad
 from minigrad.gradcheck import _numeric_jacobian
 
 from ..attention_graph import _as_leaves, capture_attention_call, find_attention_module
-from ..inputs import reference_inputs
+from .subject import as_subject
 
 _DEFAULTS = inspect.signature(gradcheck).parameters
 EPS = _DEFAULTS["eps"].default
@@ -24,12 +24,12 @@ TOLERANCE = {"atol": _DEFAULTS["atol"].default, "rtol": _DEFAULTS["rtol"].defaul
 ELEMENTS = 6                # elements checked per tensor, besides one random direction over all of them
 
 
-def check_gradients(model, date, kind, layer, record, seed=0) -> dict:
+def check_gradients(model, subject, kind, layer, record, seed=0) -> dict:
     """{tensor index in ``record``: {"ok", "max_error", "rows": [[what, backward's, finite difference]]}};
     ``max_error`` is the largest difference as a fraction of the tolerance (at most 1: ok)."""
     model64 = copy.deepcopy(model).to(np.float64)
     name, module = find_attention_module(model64, kind, layer)
-    call = _as_leaves(capture_attention_call(model64, module, reference_inputs(model64, date)))
+    call = _as_leaves(capture_attention_call(model64, module, as_subject(model, subject).inputs(model64)))
     leaves64 = dict(model64.named_parameters())
     leaves64[call.x.name] = call.x
     if call.memory is not None:

@@ -11,21 +11,59 @@ from ..inputs import UNTRAINED, add_model_arguments, model_from_args, on_numpy_t
 from .attention_maps import attention_maps
 from .page import page_html
 from .step import explore_step
+from .subject import as_subject
 from .training_steps import snapshot_data
 
 
-def build_page_data(model, date, kind, layer, check=True, snapshots=None) -> dict:
-    """Everything the page shows for one date: the step, every module's attention, the check,
-    and the attention snapshots of the run (``snapshots``: their file) for the training-step slider."""
-    record = explore_step(model, date, kind, layer)
-    data = {"date": date, "step": record.to_json(), "attention": attention_maps(model, date)}
-    if snapshots:
-        data["snapshots"] = snapshot_data(model, snapshots)
+def step_data(model, subject, kind, layer, check=True, rungs=None) -> dict:
+    """What the page redraws for one input (a date or sentence, text or ``subject.py`` object):
+    the step, every module's attention, the model's prediction, the check, and with ``rungs``
+    (``ladder_rungs.train_rungs``) the ladder's rungs on the same sentence."""
+    subject = as_subject(model, subject)
+    record = explore_step(model, subject, kind, layer)
+    data = {"date": subject.text, "input": {"kind": subject.kind, "text": subject.text},
+            "prediction": subject.prediction(model), "step": record.to_json(),
+            "attention": attention_maps(model, subject)}
     if check:
         from .check import TOLERANCE, check_gradients
-        data["check"] = check_gradients(model, date, kind, layer, record)
+        data["check"] = check_gradients(model, subject, kind, layer, record)
         data["check_tolerance"] = TOLERANCE
+    if rungs:
+        from .ladder_rungs import ladder_data
+        data["ladder"] = ladder_data(rungs[1], subject.words, rungs[0])
     return data
+
+
+def build_page_data(model, date, kind, layer, check=True, snapshots=None, rungs=None) -> dict:
+    """Everything the page shows: ``step_data`` for the input, and the attention snapshots of the
+    run (``snapshots``: their file) for the training-step grid, slider and curves."""
+    data = step_data(model, date, kind, layer, check, rungs)
+    if snapshots:
+        data["snapshots"] = snapshot_data(model, snapshots)
+    return data
+
+
+def serve_explorer(model, data, title, kind, layer, port, placeholder, rungs=None) -> int:
+    """The page for ``data`` on a local server (``server.py``) that runs every typed input's step
+    on ``model``; until Ctrl-C, which ``console_script`` turns into one line and exit 130."""
+    from .server import Explorer, serve
+    data["live"] = {"endpoint": "/step", "placeholder": placeholder}
+    explorer = Explorer(page_html(data, title), lambda text, check: step_data(model, text, kind, layer, check, rungs))
+    serve(explorer, port, say=lambda line: print(line, flush=True))
+    return 0
+
+
+def add_serve_options(parser):
+    parser.add_argument("--serve", action="store_true",
+                        help="serve the page on 127.0.0.1 instead of writing it: type your own input, and the step, "
+                             "its values and every head's weights are recomputed on the checkpoint (Ctrl-C stops)")
+    parser.add_argument("--port", type=int, default=8642, help="the server's port with --serve (default: %(default)s; "
+                        "0: any free port)")
+
+
+def check_port(port):
+    if not 0 <= port <= 65535:
+        raise ValueError(f"--port must be between 0 and 65535, got {port}")
 
 
 def page_title(module_name, date, trained) -> str:
@@ -33,7 +71,7 @@ def page_title(module_name, date, trained) -> str:
 
 
 def write_explorer(model, out, date="1845-01-05", kind="encoder-self", layer=0, trained=True, check=True,
-                   force=True, snapshots=None) -> str:
+                   force=True, snapshots=None, rungs=None) -> str:
     """Write the page to ``out`` (a path ending in .html), atomically, and return the path.
     ``snapshots``: the run's attention snapshots file, shown under a training-step slider.
 
@@ -41,7 +79,7 @@ def write_explorer(model, out, date="1845-01-05", kind="encoder-self", layer=0, 
     """
     name, _ = find_attention_module(model, kind, layer)
     check_output(out, force, kind=HTML)
-    page = page_html(build_page_data(model, date, kind, layer, check, snapshots), page_title(name, date, trained))
+    page = page_html(build_page_data(model, date, kind, layer, check, snapshots, rungs), page_title(name, date, trained))
     return write_output(out, page, force, HTML)
 
 
@@ -63,13 +101,20 @@ def main(argv=None) -> int:
     parser.add_argument("--no-check", action="store_true",
                         help="skip the finite-difference check of the gradients (its overlay is then off)")
     add_force_option(parser)
+    add_serve_options(parser)
     args = parser.parse_args(argv)
     try:
         source_ids(args.date)              # a bad date fails before a model is built or announced
-        check_output(args.out, args.force, kind=HTML)
+        check_port(args.port)
+        if not args.serve:
+            check_output(args.out, args.force, kind=HTML)
         chosen = model_from_args(args)
-        find_attention_module(chosen.model, args.kind, args.layer)
+        name, _ = find_attention_module(chosen.model, args.kind, args.layer)
         snapshots = snapshots_beside(chosen.source) if chosen.trained else None
+        if args.serve:
+            data = build_page_data(chosen.model, args.date, args.kind, args.layer, not args.no_check, snapshots)
+            return serve_explorer(chosen.model, data, page_title(name, args.date, chosen.trained), args.kind,
+                                  args.layer, args.port, "a date, YYYY-MM-DD")
         start = time.perf_counter()
         path = write_explorer(chosen.model, args.out, args.date, args.kind, args.layer, chosen.trained,
                               check=not args.no_check, force=args.force, snapshots=snapshots)

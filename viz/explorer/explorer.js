@@ -5,7 +5,7 @@
 (function () {
   "use strict";
   var DATA = JSON.parse(document.getElementById("explorer-data").textContent);
-  var STEP = DATA.step, TENSORS = STEP.tensors, OPS = STEP.ops, STEPS = STEP.steps;
+  var STEP = DATA.step, TENSORS = STEP.tensors, OPS = STEP.ops, STEPS = STEP.steps;   // replaced by load()
   var SVG_NS = "http://www.w3.org/2000/svg";
   var FILL = {parameter: "#cfe2ff", input: "#fff3bf", constant: "#eeeeee", intermediate: "#ffffff",
               output: "#c3f0c8", mask: "#e5dbff"};
@@ -13,10 +13,15 @@
 
   // ------------------------------------------------------------------ arrays
   var decoded = new Map();
-  function decode(enc) {           // {dtype: "f4"|"f8", b64} -> Float32Array / Float64Array (cached)
+  function decode(enc) {           // {dtype: "f4"|"f8"|"u1", b64} -> Float32Array / Float64Array (cached)
     if (!decoded.has(enc)) {
-      var bytes = Uint8Array.from(atob(enc.b64), function (c) { return c.charCodeAt(0); });
-      decoded.set(enc, enc.dtype === "f8" ? new Float64Array(bytes.buffer) : new Float32Array(bytes.buffer));
+      var text = atob(enc.b64), bytes = new Uint8Array(text.length);
+      for (var j = 0; j < text.length; j++) bytes[j] = text.charCodeAt(j);     // a plain loop: megabytes of snapshots
+      if (enc.dtype === "u1") {    // a weight in [0, 1] as round(255 w): training_steps.encode_fractions
+        var fractions = new Float32Array(bytes.length);
+        for (var i = 0; i < bytes.length; i++) fractions[i] = bytes[i] / 255;
+        decoded.set(enc, fractions);
+      } else decoded.set(enc, enc.dtype === "f8" ? new Float64Array(bytes.buffer) : new Float32Array(bytes.buffer));
     }
     return decoded.get(enc);
   }
@@ -496,16 +501,16 @@
   }
 
   // --------------------------------------------------------------- attention
+  // What the heatmaps show: the page's input on the checkpoint (DATA.attention), or one probe row of
+  // the run's snapshots at one recorded training step. Every map: {module, kind, layer, queries, keys,
+  // mask_kind, may_attend, weights [head][query][key]}. The focused head is drawn large with its mask.
   var ATTENTION = DATA.attention;
   var SNAPSHOTS = DATA.snapshots || null;
-  function currentMap() {
-    var map = ATTENTION[+document.getElementById("att-module").value];
-    return SNAPSHOTS ? snapshotMap(map.module, +document.getElementById("snap-step").value) : map;
-  }
+  var view = {source: "input", row: 0, step: 0, module: null, head: 0, playing: null};
+  var MOVED = {};            // "module/head" -> its rank among the heads that changed most (0 = most)
+  var KIND_COLOURS = ["#1c7ed6", "#e8590c", "#2b8a3e", "#ae3ec9", "#c92a2a", "#0c8599", "#5c940d"];
 
-  // the weights of one module at recorded training step `index`, shaped as a map of ATTENTION
-  function snapshotMap(module, index) {
-    var m = SNAPSHOTS.modules.find(function (s) { return s.module === module; });
+  function snapshotMap(m, index) {     // one module of a probe row at recorded step `index`, as a map
     var values = decode(m.weights), rows = m.queries.length, cols = m.keys.length;
     var heads = values.length / (SNAPSHOTS.steps.length * rows * cols), weights = [];
     for (var h = 0; h < heads; h++) {
@@ -516,6 +521,17 @@
     return {module: m.module, kind: m.kind, layer: m.layer, queries: m.queries, keys: m.keys,
             mask_kind: m.mask_kind, may_attend: m.may_attend, weights: weights, step: SNAPSHOTS.steps[index]};
   }
+  function currentMaps() {
+    if (view.source === "input" || !SNAPSHOTS) return ATTENTION;
+    return SNAPSHOTS.rows[view.row].modules.map(function (m) { return snapshotMap(m, view.step); });
+  }
+  function focusedMap(maps) {
+    maps = maps || currentMaps();
+    return maps.find(function (m) { return m.module === view.module; }) || maps[0];
+  }
+  function moduleLabel(m) { return m.kind + " " + m.layer; }
+  function isDecoderRow(m) { return m.kind === "decoder-self" || m.kind === "cross"; }
+
   function snapshotLabel(index) {
     var last = SNAPSHOTS.steps.length - 1, loss = SNAPSHOTS.loss[index], accuracy = SNAPSHOTS.accuracy[index];
     return "training step " + SNAPSHOTS.steps[index] + " (" + SNAPSHOTS.steps[0] + "–" + SNAPSHOTS.steps[last] + ")" +
@@ -526,41 +542,200 @@
     var slider = document.getElementById("snap-step");
     index = Math.max(0, Math.min(SNAPSHOTS.steps.length - 1, index));
     slider.value = index;
+    view.step = index;
+    if (view.source === "input") setSource("row" + view.row, true);
     document.getElementById("snap-label").textContent = snapshotLabel(index);
     drawAttention();
+    drawCurves();
+  }
+  function play() {                    // ▶: one recorded step every 120 ms, from the start when at the end
+    var button = document.getElementById("play");
+    if (view.playing) { clearInterval(view.playing); view.playing = null; button.textContent = "▶ play"; return; }
+    if (view.step >= SNAPSHOTS.steps.length - 1) showSnapshot(0);
+    button.textContent = "❚❚ pause";
+    view.playing = setInterval(function () {
+      showSnapshot(view.step + 1);
+      if (view.step >= SNAPSHOTS.steps.length - 1) play();          // the last step: stop there
+    }, 120);
+  }
+  function setSource(value, quiet) {
+    var select = document.getElementById("source");
+    select.value = value;
+    view.source = value === "input" ? "input" : "row";
+    if (value !== "input") view.row = +value.slice(3);
+    document.getElementById("training").classList.toggle("off", view.source === "input");
+    if (!quiet) drawAttention();
+  }
+  function sourceOptions() {
+    var select = document.getElementById("source"), kind = DATA.input ? DATA.input.kind : "date";
+    select.innerHTML = "";
+    if (SNAPSHOTS) SNAPSHOTS.rows.forEach(function (row, p) {
+      select.appendChild(el("option", {value: "row" + p}, "probe " + (p + 1) + " · " + row.text + " (while it trained)"));
+    });
+    select.appendChild(el("option", {value: "input"}, "this page's " + kind + ": " + DATA.input.text + (SNAPSHOTS ? " (the trained model)" : "")));
   }
   function setUpSnapshots() {
     if (!SNAPSHOTS) return;
-    var slider = document.getElementById("snap-step"), probe = document.getElementById("snap-probe");
-    document.getElementById("snap-row").hidden = false;
+    var slider = document.getElementById("snap-step");
+    document.getElementById("training").hidden = false;
     slider.max = SNAPSHOTS.steps.length - 1;
     slider.addEventListener("input", function () { showSnapshot(+slider.value); });
-    probe.hidden = false;
-    probe.textContent = "the weights while the run trained, on its probe " + SNAPSHOTS.probe +
-      (SNAPSHOTS.probe.indexOf(DATA.date + " ") === 0 ? "" : " (not this page's date)") +
-      "; ↑ / ↓ or the slider move through the recorded steps";
+    document.getElementById("play").addEventListener("click", play);
+    document.getElementById("curves").addEventListener("click", function (event) {
+      var c = event.target, rect = c.getBoundingClientRect(), x = (event.clientX - rect.left) / rect.width;
+      var steps = SNAPSHOTS.steps, target = steps[0] + x * (steps[steps.length - 1] - steps[0]), best = 0;
+      steps.forEach(function (s, i) { if (Math.abs(s - target) < Math.abs(steps[best] - target)) best = i; });
+      showSnapshot(best);
+    });
     document.addEventListener("keydown", function (event) {
       var target = event.target;
       if (target.tagName === "SELECT" || target.tagName === "INPUT" && ["range", "checkbox"].indexOf(target.type) < 0) return;
       if (event.key === "ArrowUp") { showSnapshot(+slider.value + 1); event.preventDefault(); }
       if (event.key === "ArrowDown") { showSnapshot(+slider.value - 1); event.preventDefault(); }
     });
+    // open on the head that changed most over training, on the probe row where it changed most
+    SNAPSHOTS.changes.forEach(function (c, rank) { MOVED[c.module + "/" + c.head] = rank; });
+    var top = SNAPSHOTS.changes[0];
+    view.module = top.module;
+    view.head = top.head;
+    view.row = bestRow(top);
+    view.source = "row";
+    curveLegend();
+    var probeNote = document.getElementById("snap-probe");
+    probeNote.textContent = "Opened on " + moduleLabel(SNAPSHOTS.rows[0].modules.find(function (m) { return m.module === top.module; })) +
+      ", head " + top.head + ": of every head, its weights changed most between the first and the last recorded step " +
+      "(mean |Δw| " + num(top.change) + "). ▶ plays the training steps; ↑ / ↓ step through them.";
     showSnapshot(SNAPSHOTS.steps.length - 1);        // the last recorded step: the trained model
+    setSource("row" + view.row);
   }
-  function drawAttention() {
-    var map = currentMap(), head = +document.getElementById("att-head").value;
-    var weights = map.weights[head], rows = map.queries.length, cols = map.keys.length;
-    var cell = Math.max(4, Math.min(14, Math.floor(190 / cols)));      // two grids side by side fit the panel
-    var canvas = document.getElementById("att-canvas"), mask = document.getElementById("mask-canvas");
-    [canvas, mask].forEach(function (c) {
-      c.width = cols * cell; c.height = rows * cell;
-      c.dataset.rows = rows; c.dataset.cols = cols;
+  function bestRow(top) {              // the probe row on which the top head moved most
+    var best = 0, most = -1, last = SNAPSHOTS.steps.length - 1;
+    SNAPSHOTS.rows.forEach(function (row, p) {
+      var m = row.modules.find(function (x) { return x.module === top.module; });
+      var values = decode(m.weights), size = m.queries.length * m.keys.length, heads = values.length / ((last + 1) * size);
+      var first = top.head * size, end = (last * heads + top.head) * size, sum = 0;
+      for (var i = 0; i < size; i++) sum += Math.abs(values[end + i] - values[first + i]);
+      if (sum / size > most) { most = sum / size; best = p; }
     });
-    var ctx = canvas.getContext("2d"), mctx = mask.getContext("2d");
+    return best;
+  }
+
+  // ------------------------------------------------------------------ curves
+  function curveSeries() {             // [{name, values, colour, log}] : the loss, then each kind's accuracy
+    var series = [{name: "loss (log scale)", values: SNAPSHOTS.loss, colour: "#495057", log: true, dash: [4, 3]}];
+    if (SNAPSHOTS.kinds.length) SNAPSHOTS.kinds.forEach(function (kind, i) {
+      series.push({name: kind, values: SNAPSHOTS.kind_accuracy[i], colour: KIND_COLOURS[i % KIND_COLOURS.length]});
+    });
+    else series.push({name: SNAPSHOTS.accuracy_name, values: SNAPSHOTS.accuracy, colour: KIND_COLOURS[0]});
+    return series;
+  }
+  function curveLegend() {
+    var box = document.getElementById("curve-legend");
+    box.innerHTML = "";
+    box.appendChild(document.createTextNode(SNAPSHOTS.kinds.length ? "held-out accuracy per kind (0–100%): " : "accuracy (0–100%): "));
+    curveSeries().forEach(function (s) {
+      var span = el("span", {"class": "key"}, s.name);
+      span.style.borderColor = s.colour;
+      span.style.color = s.colour;
+      box.appendChild(span);
+    });
+  }
+  function drawCurves() {
+    var canvas = document.getElementById("curves"), width = canvas.clientWidth || 400, height = 90;
+    canvas.width = width; canvas.height = height;
+    var ctx = canvas.getContext("2d"), steps = SNAPSHOTS.steps, first = steps[0], last = steps[steps.length - 1];
+    var pad = 4, x = function (s) { return pad + (s - first) / Math.max(1, last - first) * (width - 2 * pad); };
+    ctx.clearRect(0, 0, width, height);
+    ctx.strokeStyle = "#dee2e6";
+    [0, 0.5, 1].forEach(function (f) { var y = pad + (1 - f) * (height - 2 * pad); ctx.beginPath(); ctx.moveTo(0, y); ctx.lineTo(width, y); ctx.stroke(); });
+    curveSeries().forEach(function (s) {
+      var values = s.values, low = Infinity, high = -Infinity;
+      if (s.log) values.forEach(function (v) { if (v !== null && v > 0) { low = Math.min(low, Math.log(v)); high = Math.max(high, Math.log(v)); } });
+      var y = function (v) {
+        var f = s.log ? (Math.log(v) - low) / Math.max(1e-9, high - low) : v;
+        return pad + (1 - f) * (height - 2 * pad);
+      };
+      ctx.strokeStyle = s.colour; ctx.lineWidth = 1.5; ctx.setLineDash(s.dash || []);
+      ctx.beginPath();
+      var drawing = false;
+      values.forEach(function (v, i) {
+        if (v === null || (s.log && !(v > 0))) { drawing = false; return; }
+        if (drawing) ctx.lineTo(x(steps[i]), y(v)); else ctx.moveTo(x(steps[i]), y(v));
+        drawing = true;
+      });
+      ctx.stroke();
+    });
+    ctx.setLineDash([]);
+    ctx.strokeStyle = "#c92a2a"; ctx.lineWidth = 2;       // the step the heatmaps show
+    ctx.beginPath(); ctx.moveTo(x(steps[view.step]), 0); ctx.lineTo(x(steps[view.step]), height); ctx.stroke();
+    canvas.dataset.marker = Math.round(x(steps[view.step]));
+    canvas.dataset.step = steps[view.step];
+  }
+
+  // -------------------------------------------------------------------- grid
+  function heatmap(canvas, map, head, cell) {     // white 0 → blue 1; masked cells light grey
+    var rows = map.queries.length, cols = map.keys.length, weights = map.weights[head];
+    canvas.width = cols * cell; canvas.height = rows * cell;
+    canvas.dataset.rows = rows; canvas.dataset.cols = cols;
+    var ctx = canvas.getContext("2d");
     for (var q = 0; q < rows; q++) for (var k = 0; k < cols; k++) {
       var w = weights[q][k], shade = Math.round(255 * (1 - w));
-      ctx.fillStyle = "rgb(" + shade + "," + shade + ",255)";
+      ctx.fillStyle = map.may_attend[q][k] || w > 0 ? "rgb(" + shade + "," + shade + ",255)" : "#f1f3f5";
       ctx.fillRect(k * cell, q * cell, cell, cell);
+    }
+  }
+  function drawGrid(maps) {
+    // one cell size for every heatmap, as large as lets all of them fit the panel's width and, down
+    // to 4 px, the window's height below the grid's top: every layer and head visible at once
+    var box = document.getElementById("grid"), heads = maps[0].weights.length;
+    var side = document.getElementById("side"), width = Math.max(200, side.clientWidth - 120);
+    var cols = Math.max.apply(null, maps.map(function (m) { return m.keys.length; }));
+    var rows = maps.reduce(function (n, m) { return n + m.queries.length; }, 0);
+    var top = box.getBoundingClientRect().top + side.scrollTop - side.getBoundingClientRect().top;
+    var height = side.clientHeight - top - maps.length * 18 - 8;
+    var cell = Math.max(3, Math.min(12, Math.floor((width / heads - 6) / cols), Math.max(4, Math.floor(height / rows))));
+    box.innerHTML = "";
+    maps.forEach(function (m) {
+      var row = el("div", {"class": "grid-row"});
+      row.appendChild(el("div", {"class": "grid-label", title: m.module}, moduleLabel(m) +
+        (isDecoderRow(m) && DATA.input.kind === "date" ? "\nrows: the answer shifted right" : "")));
+      for (var h = 0; h < heads; h++) {
+        var c = el("canvas", {"class": "cell", "data-module": m.module, "data-head": h});
+        heatmap(c, m, h, cell);
+        var key = m.module + "/" + h, rank = MOVED[key];
+        c.title = moduleLabel(m) + ", head " + h + (rank !== undefined && rank < 2 ? " · changed most over training (#" + (rank + 1) + ")" : "") +
+          " · click to focus";
+        c.classList.toggle("focused", m.module === view.module && h === view.head);
+        c.classList.toggle("moved", rank !== undefined && rank < 2);
+        (function (module, head) {
+          c.addEventListener("click", function () { view.module = module; view.head = head; drawAttention(); });
+        })(m.module, h);
+        var figure = el("figure", {"class": "grid-cell"});
+        figure.appendChild(c);
+        figure.appendChild(el("figcaption", {}, "head " + h));
+        row.appendChild(figure);
+      }
+      box.appendChild(row);
+    });
+    box.dataset.step = view.source === "input" ? "input" : SNAPSHOTS.steps[view.step];
+  }
+
+  function drawAttention() {
+    var maps = currentMaps(), map = focusedMap(maps);
+    view.module = map.module;
+    view.head = Math.min(view.head, map.weights.length - 1);
+    drawGrid(maps);
+    var select = document.getElementById("att-module"), heads = document.getElementById("att-head");
+    select.value = ATTENTION.findIndex(function (m) { return m.module === map.module; });
+    heads.value = view.head;
+    var rows = map.queries.length, cols = map.keys.length;
+    var cell = Math.max(4, Math.min(16, Math.floor(280 / cols)));
+    var canvas = document.getElementById("att-canvas"), mask = document.getElementById("mask-canvas");
+    heatmap(canvas, map, view.head, cell);
+    mask.width = cols * cell; mask.height = rows * cell;
+    mask.dataset.rows = rows; mask.dataset.cols = cols;
+    var mctx = mask.getContext("2d");
+    for (var q = 0; q < rows; q++) for (var k = 0; k < cols; k++) {
       mctx.fillStyle = map.may_attend[q][k] ? "#343a40" : "#f1f3f5";
       mctx.fillRect(k * cell, q * cell, cell, cell);
     }
@@ -569,19 +744,23 @@
       axisLabels(document.getElementById(prefix + "-queries"), map.queries, cell, true);
     });
     document.getElementById("mask-caption").textContent = "mask (" + map.mask_kind + "): dark = True = may attend";
+    document.getElementById("focus-title").textContent = moduleLabel(map) + ", head " + view.head +
+      (map.step !== undefined ? " at training step " + map.step : " on this page's " + (DATA.input ? DATA.input.kind : "date"));
+    document.getElementById("shifted").hidden = !(isDecoderRow(map) && DATA.input && DATA.input.kind === "date");
     canvas.dataset.module = map.module;
-    canvas.dataset.head = head;
-    if (map.step !== undefined) canvas.dataset.step = map.step;
+    canvas.dataset.head = view.head;
+    if (map.step !== undefined) canvas.dataset.step = map.step; else delete canvas.dataset.step;
   }
   function hoverAttention(event) {
-    var canvas = event.target, map = currentMap(), rect = canvas.getBoundingClientRect();
+    var canvas = event.target, map = focusedMap(), rect = canvas.getBoundingClientRect();
     var k = Math.floor((event.clientX - rect.left) / rect.width * map.keys.length);
     var q = Math.floor((event.clientY - rect.top) / rect.height * map.queries.length);
     if (q < 0 || k < 0 || q >= map.queries.length || k >= map.keys.length) return;
-    var head = +document.getElementById("att-head").value;
     var hover = document.getElementById("att-hover");
+    var reads = isDecoderRow(map) && DATA.input && DATA.input.kind === "date" && q + 1 < map.queries.length ?
+      "; this row predicts '" + map.queries[q + 1] + "', the next row's input" : "";
     hover.textContent = "query " + q + " '" + map.queries[q] + "' → key " + k + " '" + map.keys[k] + "': weight " +
-      num(map.weights[head][q][k]) + (map.may_attend[q][k] ? " (may attend)" : " (masked: may not attend)");
+      num(map.weights[view.head][q][k]) + (map.may_attend[q][k] ? " (may attend)" : " (masked: may not attend)") + reads;
     hover.dataset.query = map.queries[q];
     hover.dataset.key = map.keys[k];
     var inGraph = map.module === STEP.module;
@@ -589,20 +768,24 @@
     if (weightsNode) state.nodes["t" + weightsNode.id].group.classList.toggle("linked", inGraph);
   }
   function linkAttentionToGraph() {      // the heatmaps show the graph's own module
-    var index = ATTENTION.findIndex(function (m) { return m.module === STEP.module; });
-    var select = document.getElementById("att-module");
-    if (index >= 0 && +select.value !== index) { select.value = index; drawAttention(); }
+    if (view.module !== STEP.module) { view.module = STEP.module; drawAttention(); }
+  }
+  function moduleOptions() {
+    var select = document.getElementById("att-module"), heads = document.getElementById("att-head");
+    select.innerHTML = ""; heads.innerHTML = "";
+    ATTENTION.forEach(function (m, i) {
+      select.appendChild(el("option", {value: i}, m.kind + ", layer " + m.layer + (m.module === STEP.module ? " (the graph's)" : "")));
+    });
+    for (var h = 0; h < ATTENTION[0].weights.length; h++) heads.appendChild(el("option", {value: h}, "head " + h));
   }
   function setUpAttention() {
     var select = document.getElementById("att-module"), heads = document.getElementById("att-head");
-    ATTENTION.forEach(function (m, i) {
-      var option = el("option", {value: i}, m.kind + ", layer " + m.layer + (m.module === STEP.module ? " (the graph's)" : ""));
-      select.appendChild(option);
-    });
-    for (var h = 0; h < ATTENTION[0].weights.length; h++) heads.appendChild(el("option", {value: h}, "head " + h));
-    select.value = Math.max(0, ATTENTION.findIndex(function (m) { return m.module === STEP.module; }));
-    select.addEventListener("change", drawAttention);
-    heads.addEventListener("change", drawAttention);
+    moduleOptions();
+    view.module = STEP.module;
+    sourceOptions();
+    document.getElementById("source").addEventListener("change", function (e) { setSource(e.target.value); });
+    select.addEventListener("change", function () { view.module = ATTENTION[+select.value].module; drawAttention(); });
+    heads.addEventListener("change", function () { view.head = +heads.value; drawAttention(); });
     ["att-canvas", "mask-canvas"].forEach(function (id) {
       var c = document.getElementById(id);
       c.addEventListener("mousemove", hoverAttention);
@@ -610,7 +793,38 @@
         TENSORS.forEach(function (t) { state.nodes["t" + t.id].group.classList.remove("linked"); });
       });
     });
+    setSource("input", true);
     drawAttention();
+  }
+
+  // ------------------------------------------------------------------ ladder
+  function drawLadder() {
+    var section = document.getElementById("ladder"), box = document.getElementById("ladder-rungs");
+    section.hidden = !DATA.ladder;
+    if (!DATA.ladder) return;
+    var L = DATA.ladder, n = L.tokens.length, cell = Math.max(3, Math.min(8, Math.floor(150 / n)));
+    document.getElementById("ladder-note").textContent = "Each rung of the attention ladder on this sentence, trained here " +
+      L.steps + " steps as attention-ladder trains it: row t is how much position t's context vector takes from each word; " +
+      "below, the word it predicts after '" + L.tokens[n - 1] + "'.";
+    box.innerHTML = "";
+    L.rungs.forEach(function (r) {
+      var figure = el("figure", {"class": "rung", title: r.idea}), canvas = el("canvas", {"data-rung": r.name});
+      var may = r.weights.map(function (row, q) { return row.map(function (_, k) { return k <= q ? 1 : 0; }); });
+      heatmap(canvas, {queries: L.tokens, keys: L.tokens, weights: [r.weights], may_attend: may}, 0, cell);
+      figure.appendChild(el("figcaption", {"class": "rung-name"}, r.name));
+      figure.appendChild(canvas);
+      figure.appendChild(el("figcaption", {"class": "rung-word"}, "→ " + r.predicted + " (" + Math.round(100 * r.probability) + "%)"));
+      box.appendChild(figure);
+    });
+  }
+
+  // -------------------------------------------------------------- prediction
+  function showPrediction() {
+    var p = DATA.prediction, box = document.getElementById("prediction");
+    if (!p) { box.hidden = true; return; }
+    box.textContent = "the model " + (p.words ? "predicts next: " + p.words.map(function (w) {
+      return w[0] + " " + Math.round(100 * w[1]) + "%"; }).join(", ") : "writes: " + p.text);
+    box.dataset.text = p.text;
   }
 
   // ------------------------------------------------------------ the check
@@ -633,16 +847,18 @@
     box.appendChild(table);
     return box;
   }
+  function applyCheck() {               // colour each checked tensor by its check, while the switch is on
+    var toggle = document.getElementById("check-toggle");
+    Object.keys(DATA.check || {}).forEach(function (i) {
+      var group = state.nodes["t" + i].group;
+      group.classList.toggle("check-ok", toggle.checked && DATA.check[i].ok);
+      group.classList.toggle("check-bad", toggle.checked && !DATA.check[i].ok);
+    });
+  }
   function setUpCheck() {
     var toggle = document.getElementById("check-toggle");
-    if (!DATA.check) { toggle.disabled = true; toggle.parentNode.title = "written without the check (--no-check)"; return; }
-    toggle.addEventListener("change", function () {
-      Object.keys(DATA.check).forEach(function (i) {
-        var group = state.nodes["t" + i].group;
-        group.classList.toggle("check-ok", toggle.checked && DATA.check[i].ok);
-        group.classList.toggle("check-bad", toggle.checked && !DATA.check[i].ok);
-      });
-    });
+    if (!DATA.check && !DATA.live) { toggle.disabled = true; toggle.parentNode.title = "written without the check (--no-check)"; return; }
+    toggle.addEventListener("change", applyCheck);
   }
 
   function legend() {
@@ -656,12 +872,72 @@
     var op = el("span", {}, "op"); op.style.background = "#ffd8a8"; op.style.borderRadius = "8px"; box.appendChild(op);
   }
 
+  // -------------------------------------------------------------------- live
+  // Served by dates-explore --serve / next-word-explore --serve: the learner types an input, the
+  // server runs the step on the checkpoint and answers with the same data the page was built from.
+  function load(data) {
+    ["date", "input", "prediction", "step", "attention", "check", "check_tolerance", "ladder"].forEach(function (k) {
+      if (k in data) DATA[k] = data[k]; else delete DATA[k];
+    });
+    STEP = DATA.step; TENSORS = STEP.tensors; OPS = STEP.ops; STEPS = STEP.steps; ATTENTION = DATA.attention;
+    decoded = new Map();
+    document.getElementById("graph-svg").innerHTML = "";
+    state.nodes = {}; state.selected = null;
+    document.getElementById("details").innerHTML = '<p class="hint">Click a tensor (box) or an op (oval) in the graph.</p>';
+    document.getElementById("title").textContent = "one attention step: " + STEP.module + " on " + DATA.input.text;
+    drawGraph();
+    document.getElementById("step").max = STEPS.length;
+    moduleOptions();
+    sourceOptions();
+    setSource("input", true);
+    drawAttention();
+    drawLadder();
+    showPrediction();
+    applyCheck();
+    showStep(0);
+  }
+  function setUpLive() {
+    var form = document.getElementById("ask");
+    if (!DATA.live) return;
+    form.hidden = false;
+    var text = document.getElementById("ask-text"), status = document.getElementById("ask-status");
+    text.value = DATA.input.text;
+    text.placeholder = DATA.live.placeholder;
+    document.getElementById("ask-what").textContent = "your " + DATA.input.kind + ":";
+    function ask(withCheck) {
+      var started = performance.now();
+      status.textContent = "running the step …"; status.className = "";
+      var body = JSON.stringify({text: text.value, check: withCheck});
+      fetch(DATA.live.endpoint, {method: "POST", headers: {"Content-Type": "application/json"}, body: body})
+        .then(function (response) { return response.json().then(function (json) { return [response.ok, json]; }); })
+        .then(function (answer) {
+          if (!answer[0]) { status.textContent = answer[1].error; status.className = "bad"; status.dataset.error = "true"; return; }
+          delete status.dataset.error;
+          var drawing = performance.now();
+          load(answer[1]);
+          document.body.dataset.drawMs = Math.round(performance.now() - drawing);      // the page's own part
+          var ms = Math.round(performance.now() - started);
+          status.textContent = "redrawn in " + ms + " ms"; status.className = "ok";
+          document.body.dataset.redrawMs = ms;
+          document.body.dataset.loads = (+document.body.dataset.loads || 0) + 1;
+        })
+        .catch(function (error) { status.textContent = "no answer from the server (" + error + ")"; status.className = "bad"; });
+    }
+    form.addEventListener("submit", function (event) { event.preventDefault(); ask(document.getElementById("check-toggle").checked); });
+    document.getElementById("check-toggle").addEventListener("change", function (event) {
+      if (event.target.checked && !DATA.check) ask(true);     // the check runs on request only
+    });
+  }
+
   drawGraph();
   setUpPanZoom();
   setUpStepping();
   setUpAttention();
   setUpSnapshots();
   setUpCheck();
+  setUpLive();
+  drawLadder();
+  showPrediction();
   legend();
   showStep(0);
   document.body.dataset.readyMs = Math.round(performance.now());    // since navigation started

@@ -181,12 +181,15 @@ def _saved_arrays(fn):
     return kept
 
 
-def explore_step(model, date="1845-01-05", kind="encoder-self", layer=0) -> StepRecord:
-    """Run one attention step of ``model`` on ``date`` and its backward pass; see the module docstring.
+def explore_step(model, subject="1845-01-05", kind="encoder-self", layer=0) -> StepRecord:
+    """Run one attention step of ``model`` on ``subject`` (a date or sentence as text, or a
+    ``subject.py`` object) and its backward pass; see the module docstring.
 
     The model's own ``.grad`` are left as they were.
     """
-    name, output = run_attention_step(model, date, kind, layer, record_sources=True)
+    from .subject import as_subject
+    inputs = as_subject(model, subject).inputs(model)
+    name, output = run_attention_step(model, kind=kind, layer=layer, record_sources=True, inputs=inputs)
     with detect_anomaly():                  # so the loss's op has its source line too
         loss = output.sum().named("loss = sum(output)")
     tensors, ops, _ = _collect(loss, max_nodes=None, max_depth=None)

@@ -1,10 +1,16 @@
-"""The attention snapshots of the checkpoint's run, for the page's training-step slider.
+"""The attention snapshots of the checkpoint's run, for the page's training-step grid and curves.
 
-``dates-train --snapshot-every N`` records every attention module's weights on a probe date
-while the run trains (``transformer.training.snapshots``). The page shows them under a slider from the
-first recorded step to the last, each module's mask and tokens those of the probe date (a mask
-depends on the input only, never on the weights).
+``dates-train --snapshot-every N`` (and ``next-word-train``) records every attention module's
+weights on its probe rows while the run trains (``transformer.training.snapshots``). The page shows
+them, every layer and head at once, under a slider and a play button from the first recorded
+step to the last, beside the loss and accuracy curves. Each module's mask and tokens are
+those of the probe row (a mask depends on the input only, never on the weights).
+
+The page opens on the head whose weights change most over training: for every (module, head)
+the mean absolute difference between its first and last recorded weights, over the real
+tokens of each probe row, averaged over the rows (``changes``).
 """
+import base64
 import math
 
 import numpy as np
@@ -12,26 +18,65 @@ import numpy as np
 from transformer.training.snapshots import PROBE_DATE, load_snapshots
 
 from .attention_maps import attention_maps
-from .step import encode
+from .subject import DateSubject, SentenceSubject, is_next_word
+
+
+def encode_fractions(array: np.ndarray) -> dict:
+    """Weights in [0, 1] as base64 of one byte each, round(255 w): a quarter of float32's bytes,
+    and the heatmap's own resolution (a shade is one of 256)."""
+    data = np.round(np.clip(np.asarray(array, dtype=np.float64), 0, 1) * 255).astype(np.uint8)
+    return {"dtype": "u1", "b64": base64.b64encode(np.ascontiguousarray(data).tobytes()).decode("ascii")}
+
+
+def probe_subjects(model, probe_rows) -> list:
+    """The subject of each probe row: the probe date, or the row's sentence ('recall: ann is ...')."""
+    if not is_next_word(model):
+        return [DateSubject(PROBE_DATE)] * len(probe_rows)
+    return [SentenceSubject(str(row).split(": ", 1)[1].split()) for row in probe_rows]
+
+
+def changes(weights, lengths) -> np.ndarray:
+    """(modules, heads): how much each head's weights moved from the first step to the last,
+    mean |last - first| over each row's real (queries, keys), averaged over the probe rows."""
+    result = []
+    for w, sizes in zip(weights, lengths):                      # w: (S, P, heads, Tq, Tk)
+        per_row = [np.abs(w[-1, p, :, :q, :k] - w[0, p, :, :q, :k]).mean(axis=(1, 2)) for p, (q, k) in enumerate(sizes)]
+        result.append(np.mean(per_row, axis=0))
+    return np.array(result)
 
 
 def snapshot_data(model, path) -> dict:
-    """The page's ``snapshots``: the steps, loss and accuracy at each (None where not logged),
-    and per module the probe's tokens and mask with every step's weights of probe row 0,
-    (steps, heads, queries, keys) as float32 (``encode``: the recorded float16 values exactly)."""
+    """The page's ``snapshots``: the steps, loss and accuracies at each (None where not logged),
+    per probe row its text and per module its tokens, mask and every step's weights
+    (steps, heads, queries, keys) as bytes (``encode_fractions``), and the heads ranked by change."""
     snapshots = load_snapshots(path)
-    probe_maps = {m["module"]: m for m in attention_maps(model, PROBE_DATE)}
-    modules = []
-    for name, weights in zip(snapshots["modules"], snapshots["weights"]):
-        probe = probe_maps.get(str(name))
-        if probe is None or weights.shape[3:] != (len(probe["queries"]), len(probe["keys"])):
-            raise ValueError(f"the snapshots in {path} are not of this model's attention "
-                             f"(module {name}, weights {weights.shape[3:]})")
-        modules.append({key: probe[key] for key in ("module", "kind", "layer", "queries", "keys", "mask_kind",
-                                                     "may_attend")} | {"weights": encode(weights[:, 0])})
-    return {"probe": str(snapshots["probe"][0]), "steps": snapshots["steps"].tolist(),
+    subjects = probe_subjects(model, snapshots["probe"])
+    rows, lengths = [], [[] for _ in snapshots["modules"]]
+    for p, subject in enumerate(subjects):
+        maps = {m["module"]: m for m in attention_maps(model, subject)}
+        modules = []
+        for m, (name, weights) in enumerate(zip(snapshots["modules"], snapshots["weights"])):
+            probe = maps.get(str(name))
+            q, k = (len(probe["queries"]), len(probe["keys"])) if probe else (0, 0)
+            if probe is None or list(snapshots["queries"][m][p][:q]) != probe["queries"] \
+                    or list(snapshots["keys"][m][p][:k]) != probe["keys"]:
+                raise ValueError(f"the snapshots in {path} are not of this model's attention "
+                                 f"(module {name}, weights {weights.shape[3:]})")
+            lengths[m].append((q, k))
+            modules.append({key: probe[key] for key in ("module", "kind", "layer", "queries", "keys", "mask_kind",
+                                                         "may_attend")}
+                           | {"weights": encode_fractions(weights[:, p, :, :q, :k])})
+        rows.append({"text": str(snapshots["probe"][p]), "subject": subject.text, "modules": modules})
+    moved = changes(snapshots["weights"], lengths)
+    ranked = sorted(np.ndindex(*moved.shape), key=lambda mh: -moved[mh])
+    kinds = snapshots.get("held_out_kinds")
+    return {"probe": rows[0]["text"], "rows": rows, "steps": snapshots["steps"].tolist(),
             "loss": _numbers(snapshots["loss"]), "accuracy": _numbers(snapshots["accuracy"]),
-            "accuracy_name": str(snapshots["accuracy_name"]), "modules": modules}
+            "accuracy_name": str(snapshots["accuracy_name"]),
+            "kinds": [] if kinds is None else [str(k) for k in kinds],
+            "kind_accuracy": [] if kinds is None else [_numbers(column) for column in snapshots["held_out_accuracy"].T],
+            "changes": [{"module": str(snapshots["modules"][m]), "head": int(h), "change": round(float(moved[m, h]), 5)}
+                        for m, h in ranked]}
 
 
 def _numbers(values) -> list:
