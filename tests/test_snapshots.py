@@ -92,7 +92,7 @@ def test_next_word_probes_pair_each_question_and_score_each_kind(tmp_path):
     a first-place shortcut and real recall give different answers; every snapshot scores each
     kind on held-out sentences, as the trainer's own evaluation does on the same sentences."""
     from transformer.tasks import language
-    from transformer.training.next_word import LANGUAGE_SEED, accuracy_by_kind
+    from transformer.training.next_word import accuracy_by_kind
     from transformer.training.snapshots import KIND_ACCURACY_PER_KIND
     trainer = next_word_trainer(tmp_path, 4, 2)
     trainer.run(progress=False)
@@ -105,7 +105,7 @@ def test_next_word_probes_pair_each_question_and_score_each_kind(tmp_path):
     assert rows[2].split()[:9] == rows[5].split()[:9] and rows[2].split()[-1] != rows[5].split()[-1]
     assert snapshots["held_out_kinds"].tolist() == list(language.KINDS)
     assert snapshots["held_out_accuracy"].shape == (len(snapshots["steps"]), len(language.KINDS))
-    examples = language.Language(LANGUAGE_SEED).evaluation_set(per_kind=KIND_ACCURACY_PER_KIND)
+    examples = language.Language().evaluation_set(per_kind=KIND_ACCURACY_PER_KIND)
     now = accuracy_by_kind(trainer.model, examples)["per_kind"]
     assert snapshots["held_out_accuracy"][-1].tolist() == pytest.approx([now[k] for k in language.KINDS])
 

@@ -23,7 +23,7 @@ once more (4 pieces cost about 15% more a step than 2: docs/mpi.md).
 
 ``BatchPieces`` is the seam the training loop sees: called with a batch, it sets every
 parameter's ``.grad`` and returns the loss. The loop knows nothing of workers, threads or
-ranks; ``step_gradients`` makes the seam this process needs.
+ranks; ``ranks.step_gradients`` makes the seam this process needs.
 
 Not shared between the pieces: each builds its own graph and receives its own gradients
 (``minigrad.autograd.grad``: nothing is written to any ``.grad`` until the sum). With the
@@ -153,15 +153,6 @@ def _weighted_sum(total, buckets, scales, lo, hi, chunk):
 
 def _array(gradient):
     return gradient.data if isinstance(gradient, minigrad.Tensor) else gradient
-
-
-def step_gradients(params: FlatParameters, rows_loss, in_order: bool = False, count: int = PIECES):
-    """The seam of this process: ``BatchPieces``, or in an MPI job of several processes the ranks'
-    (``ranks.RankPieces``: each process computes its share of the ``count`` pieces)."""
-    from transformer.parallel import ranks
-    if ranks.job_size() > 1:
-        return ranks.RankPieces(params, rows_loss, in_order, count)
-    return BatchPieces(params, rows_loss, in_order, count)
 
 
 class BatchPieces:

@@ -29,6 +29,7 @@ import time
 
 import numpy as np
 
+from minigrad.flat import FlatParameters
 from transformer.parallel.data_parallel import PIECES, BatchPieces, combine, pieces
 from transformer.training.interrupt import GracefulInterrupt
 
@@ -282,3 +283,11 @@ def silence_other_ranks():
     if job_size() > 1 and job_rank() != 0:
         import sys
         sys.stdout = sys.stderr = open(os.devnull, "w")
+
+
+def step_gradients(params: FlatParameters, rows_loss, in_order: bool = False, count: int = PIECES):
+    """The seam of this process: ``BatchPieces``, or in an MPI job of several processes the ranks'
+    (``ranks.RankPieces``: each process computes its share of the ``count`` pieces)."""
+    if job_size() > 1:
+        return RankPieces(params, rows_loss, in_order, count)
+    return BatchPieces(params, rows_loss, in_order, count)

@@ -102,6 +102,11 @@ class NextWordTrainer(Trainer):
         loss = F.cross_entropy(logits, targets, ignore_index=IGNORE, label_smoothing=self.config.label_smoothing)
         return loss, int((targets != IGNORE).sum()), None
 
+    def kind_scorer(self, per_kind: int):
+        examples = language.Language().evaluation_set(per_kind=per_kind)
+        kinds = list(dict.fromkeys(example.kind for example in examples))
+        return kinds, lambda model: [accuracy_by_kind(model, examples)["per_kind"][kind] for kind in kinds]
+
     def batch_estimate(self, extras) -> float:
         return self.held_out_estimate()
 

@@ -86,17 +86,6 @@ def sentence_probe(model):
     return (inputs,), rows, {"decoder-self": (words, words)}
 
 
-def kind_scorer(task):
-    """next-word: (the kinds, model -> each kind's accuracy on a fixed held-out set); dates: None."""
-    if task != "next-word":
-        return None
-    from transformer.tasks import language
-    from transformer.training.next_word import LANGUAGE_SEED, accuracy_by_kind
-    examples = language.Language(LANGUAGE_SEED).evaluation_set(per_kind=KIND_ACCURACY_PER_KIND)
-    kinds = list(dict.fromkeys(example.kind for example in examples))
-    return kinds, lambda model: [accuracy_by_kind(model, examples)["per_kind"][kind] for kind in kinds]
-
-
 PROBES = {"dates": date_probe, "next-word": sentence_probe}
 
 
@@ -125,7 +114,7 @@ class AttentionSnapshots:
         self.inputs, self.probe, labels = PROBES[trainer.TASK](model)
         self.modules = attention_modules(model)
         self.labels = [labels[kind] for _, kind, _, _ in self.modules]
-        self.scorer = kind_scorer(trainer.TASK)
+        self.scorer = trainer.kind_scorer(KIND_ACCURACY_PER_KIND)
         self.records = []          # per step: (step, loss, accuracy, [weights per module], [accuracy per kind])
 
     def __enter__(self):

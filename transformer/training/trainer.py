@@ -23,7 +23,7 @@ import numpy as np
 import minigrad
 from minigrad import optim
 from minigrad.flat import FlatParameters
-from transformer.parallel.data_parallel import step_gradients
+from transformer.parallel.ranks import step_gradients
 
 from transformer.files.checkpoint import CheckpointError, check_savable, load_checkpoint, save_checkpoint
 from transformer.files.run_dir import CHECKPOINT_NAME, LOG_NAME
@@ -157,6 +157,11 @@ class Trainer(ABC):
     @abstractmethod
     def evaluate(self, limit: int = None, show_wrong: int = 5) -> dict:
         """Held-out evaluation: a dict with at least "exact_match" and "char_accuracy"."""
+
+    def kind_scorer(self, per_kind: int):
+        """A task whose examples come in kinds: (the kinds, model -> each kind's accuracy on a fixed
+        held-out set of ``per_kind`` examples each), which the attention snapshots record; else None."""
+        return None
 
     # ----------------------------------------------------------------- steps
     def train_step(self) -> dict:

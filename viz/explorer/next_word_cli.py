@@ -30,8 +30,7 @@ def default_sentence() -> str:
     """The recall probe asked about the second name: the place stated first is the wrong answer,
     so a model that has learned a 'first place' shortcut gets it wrong and one that recalls does not."""
     from transformer.tasks import language
-    from transformer.training.next_word import LANGUAGE_SEED
-    recall = next(e for e in language.Language(LANGUAGE_SEED).evaluation_set(per_kind=1) if e.kind == "recall")
+    recall = next(e for e in language.Language().evaluation_set(per_kind=1) if e.kind == "recall")
     *facts, asked = recall.combination
     return " ".join(language.make_example("recall", (*facts, 1 - asked)).context)
 
