@@ -37,6 +37,7 @@ LANGUAGE_SEED = 0          # the language's train/held-out split: the same for e
 EVAL_PER_KIND = 200        # held-out sentences per kind in an evaluation
 ESTIMATE_PER_KIND = 16     # held-out sentences per kind in each step's estimate (when to cool down)
 KIND_SHARES = {"topic": 0.05, "colour": 0.05, "swap": 0.15, "order": 0.05, "recall": 0.7}
+KINDS = tuple(KIND_SHARES)  # the language's kinds this model learns (game and blend are the attention ladder's)
 MAX_LEN = 32               # positions: the longest sentence (17 words + <bos>) and room to complete a prompt
 
 
@@ -90,7 +91,7 @@ class NextWordTrainer(Trainer):
 
     def make_data(self):
         self.held_out = None
-        return language.Language(LANGUAGE_SEED)
+        return language.Language(LANGUAGE_SEED, kinds=KINDS)
 
     def sample_batch(self) -> tuple:
         batch = language.encode_batch(self.training_sentences(), loss_on="answer")
