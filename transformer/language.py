@@ -3,30 +3,40 @@
 Every sentence ends in one word that some idea of attention can predict and the idea before
 it cannot. The sentence kinds, each with an example (the scored word in brackets):
 
-    topic    ann went to the bakery and bought a [bun]
-             The last word alone cannot decide: every sentence ends in "a", and the shop
-             said earlier decides the good (bakery -> bun, florist -> rose, ...).
+    topic    on monday ann went to the bakery and bought a [bun]
+             The last word alone cannot decide: every sentence ends in "a", and the shop said
+             earlier decides the good (bakery -> bun, florist -> rose, ...).
     colour   i see a lemon , a ruby and a parrot . i point at the yellow [fruit]
              The average cannot decide, even in principle: the answer is the category
              (fruit, gem, bird) of the thing whose colour is the last word, and every colour
              occurs in every category, so no sum of "this word is present" votes works.
              A word pulling the word most like it (yellow pulls lemon) does.
+    game     ann plays rock and bob beats it with [paper]
+             What the move loses to, around two rings of three (rock, paper, scissors; fire,
+             water, grass). A word that votes with its own vector votes for the words like it,
+             and "like" is symmetric, so no embedding makes every move vote for its winner:
+             what is moved must be a learned map of the word (values).
     swap     the hen and the dog swap voices . now the hen [barks]
              Pull must be asymmetric: the last word must be pulled by the OTHER animal, not
              by itself. A symmetric pull (one shared map for queries and keys) pulls a word
              towards itself at least as much as towards the other for one of the two orders.
-    order    ann gave the cup to bob . now the cup is with [bob]
+    order    ann gave the cup to bob . now the cup is held by [bob]
              The same words in another order ("bob gave the cup to ann") need another
              answer: anything blind to order (the average, attention without positions)
              is right half the time at best.
-    recall   ann is at the lake and bob is at the mill . bob is at the [mill]
+    blend    ann mixes the colour of the lemon with the kind of the ruby and gets [topaz]
+             The first-listed thing of the first thing's colour and the second thing's kind.
+             The same two things in the other roles need another answer, so each thing must
+             send its colour in one role and its kind in the other: one head moves every word
+             the same way, several heads can each move their own part.
+    recall   ann is at the lake and bob is at the mill . where is bob [mill]
              The answer is a word stated earlier in the same sentence: which place goes with
              the name asked about. Held-out sentences pair names and places never seen
              together in training, so the facts cannot be memorised into the weights.
 
-Word facts (which shop sells what, the colour of each thing, each animal's voice) are
-fixed parts of the language; which names, places, things and animals appear together is
-what the seed decides.
+Word facts (which shop sells what, the colour of each thing, each animal's voice, which move
+beats which) are fixed parts of the language; which names, places, things and animals
+appear together is what the seed decides.
 
 Vocabulary
 ----------
@@ -36,7 +46,7 @@ Vocabulary
     1  <bos>   start of a sequence
     2  <eos>   end of a sentence
 
-then the words of all kinds, sorted (``len(VOCAB)`` is 136). ``encode(words)`` and
+then the words of all kinds, sorted (``len(VOCAB)`` is 193). ``encode(words)`` and
 ``decode(ids)`` map between words and ids; ``split_words("ann went to")`` checks a typed
 prompt and names the first unknown word.
 
@@ -45,7 +55,8 @@ Examples and the split
 ``Language(seed)`` builds every kind's combinations (the content words a sentence is made
 of) and splits them **by combination**: a combination is held out if it contains a
 held-out pair (a name with a place, a name with a name, two animals, a name with a shop,
-three things), and the pairs to hold out are drawn from the seed. No held-out combination,
+three things, two things, two names with a move), and the pairs to hold out are drawn from
+the seed. No held-out combination,
 and for the pair-based kinds no held-out pair, ever appears in training.
 
     lang = Language(seed=0)
