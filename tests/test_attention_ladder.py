@@ -9,10 +9,10 @@ import pytest
 import minigrad
 from minigrad import Tensor, gradcheck
 from minigrad import functional as F
-from transformer.language import KINDS, VOCAB, Language, encode_batch, make_example
+from transformer.tasks.language import KINDS, VOCAB, Language, encode_batch, make_example
 from transformer.ladder import (RUNGS, Average, DotProduct, FullBlock, Heads, LadderConfig, SeparateMaps, SharedMap,
                                 averaging_matrix, run_ladder)
-from transformer.ladder.cli import format_scores, main, parse_seeds
+from transformer.commands.ladder import format_scores, main, parse_seeds
 from transformer.ladder.experiment import pull_statistic, swap_positions
 
 D, T = 8, 18
@@ -125,7 +125,7 @@ def test_the_heads_rung_is_four_one_head_attentions_side_by_side():
 
 
 def test_the_full_block_is_the_decoder_only_model():
-    from transformer.decoder_only import DecoderOnlyTransformer
+    from transformer.models.decoder_only import DecoderOnlyTransformer
     block = build(FullBlock)
     assert isinstance(block.model, DecoderOnlyTransformer)
     maps = block.attention_maps(some_ids(1).inputs)

@@ -5,7 +5,7 @@ from collections import Counter, defaultdict
 import numpy as np
 import pytest
 
-from transformer.language import (BOS, EOS, KINDS, LOSES_TO, PAD, VOCAB, VOICES, Language, LanguageError, decode,
+from transformer.tasks.language import (BOS, EOS, KINDS, LOSES_TO, PAD, VOCAB, VOICES, Language, LanguageError, decode,
                                   encode, encode_batch, make_example, split_words)
 
 

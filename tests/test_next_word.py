@@ -11,13 +11,17 @@ import os
 import numpy as np
 import pytest
 
-from transformer import cli, language
-from transformer.checkpoint import CheckpointError
-from transformer.decoder_only import DecoderOnlyTransformer
-from transformer.next_word import (KINDS, NextWordTrainer, accuracy_by_kind, complete, default_model_config,
+from transformer.commands import dates as cli
+
+from transformer.tasks import language
+from transformer.files.checkpoint import CheckpointError
+from transformer.models.decoder_only import DecoderOnlyTransformer
+from transformer.training.next_word import (KINDS, NextWordTrainer, accuracy_by_kind, complete, default_model_config,
                                    default_train_config, scored_words)
-from transformer.next_word_cli import complete_main, train_main
-from transformer.training import TrainConfig, Trainer, load_model
+from transformer.commands.next_word import complete_main, train_main
+from transformer.training.trainer import TrainConfig
+from transformer.training.dates import DateTrainer
+from transformer.files.trained_model import load_model
 
 from test_decoder_only_commands import one_line_error, run
 
@@ -94,10 +98,10 @@ def test_the_tasks_do_not_mix(checkpoint, tmp_path, capsys):
     with pytest.raises(CheckpointError, match="holds a next-word model"):
         load_model(checkpoint)
     with pytest.raises(CheckpointError, match="holds a next-word model"):
-        Trainer.resume(checkpoint)
+        DateTrainer.resume(checkpoint)
     code, _, err = run(cli.translate_main, ["1996-09-08", "--checkpoint", checkpoint], capsys)
     one_line_error(code, err, "holds a next-word model (written by next-word-train)", "needs a dates model")
-    dates = Trainer(train_config=TrainConfig(steps=1, checkpoint_every=0), out_dir=str(tmp_path))
+    dates = DateTrainer(train_config=TrainConfig(steps=1, checkpoint_every=0), out_dir=str(tmp_path))
     dates.save(str(tmp_path / "dates.npz"))
     code, _, err = run(complete_main, ["ann went to", "--checkpoint", str(tmp_path / "dates.npz")], capsys)
     one_line_error(code, err, "holds a dates model (written by dates-train)")
@@ -203,7 +207,7 @@ def test_the_default_model_learns_the_kinds_one_layer_of_attention_can_read(tmp_
 
 @pytest.mark.parametrize("main", [train_main, complete_main])
 def test_every_option_has_help_and_shows_its_default(main, monkeypatch):
-    from transformer.console import Parser
+    from transformer.commands.console import Parser
     caught = []
 
     def catch(self, args=None, namespace=None):       # the parser the command builds, before it parses

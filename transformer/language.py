@@ -338,7 +338,7 @@ def encode(words) -> list:
     for word in words:
         if word not in WORD_TO_ID:
             raise LanguageError(f"{word!r} is not a word of the language ({len(VOCAB)} words; "
-                                "names like ann, bob; places like lake, mill; see transformer.language.VOCAB)")
+                                "names like ann, bob; places like lake, mill; see transformer.tasks.language.VOCAB)")
         ids.append(WORD_TO_ID[word])
     return ids
 

@@ -27,11 +27,12 @@ import numpy as np
 
 from minigrad import functional as F
 
-from . import language
-from .config import DecoderOnlyConfig
-from .decoder_only import IGNORE, DecoderOnlyTransformer
-from .decoding import inference, sampler
-from .training import TrainConfig, Trainer
+from transformer.tasks import language
+from transformer.models.config import DecoderOnlyConfig
+from transformer.models.decoder_only import IGNORE, DecoderOnlyTransformer
+from transformer.decoding import inference, sampler
+from transformer.training.trainer import TrainConfig
+from transformer.training.dates import DateTrainer
 
 LANGUAGE_SEED = 0          # the language's train/held-out split: the same for every run
 EVAL_PER_KIND = 200        # held-out sentences per kind in an evaluation
@@ -76,8 +77,8 @@ def accuracy_by_kind(model, examples, show_wrong: int = 0) -> dict:
             "count": len(examples), "wrong": wrong}
 
 
-class NextWordTrainer(Trainer):
-    """``Trainer`` on the generated language: its own data, batches, loss and evaluation."""
+class NextWordTrainer(DateTrainer):
+    """``DateTrainer`` on the generated language: its own data, batches, loss and evaluation."""
     TASK = "next-word"
     HELD_OUT = "held-out sentences"
     METRIC = "held-out accuracy, lowest kind"

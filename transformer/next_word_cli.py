@@ -7,16 +7,16 @@
 The same conventions as dates-train and dates-translate (``cli.py``, whose training run and
 options they share): a progress bar, atomic checkpoints in a run folder under runs/, Ctrl-C
 saves the last step and says how to resume, one-line errors and exit 2, stdin read a line at
-a time. The language, its sentence kinds and its split: ``transformer/language.py``.
+a time. The language, its sentence kinds and its split: ``transformer/tasks/language.py``.
 """
 import os
 import sys
 
 import numpy as np
 
-from .cli import (TrainingCommand, _decoding_kernels, _finite, _model_options, _optimizer_options, _run_options,
+from transformer.commands.dates import (TrainingCommand, _decoding_kernels, _finite, _model_options, _optimizer_options, _run_options,
                   _stopping_options, _train_out_dir, read_stdin, run_training, train_values)
-from .console import Parser, console_script, fail, path_argument
+from transformer.commands.console import Parser, console_script, fail, path_argument
 
 DEFAULT_OUT = os.path.join("runs", "next-word")
 DEFAULT_CHECKPOINT = os.path.join(DEFAULT_OUT, "model.npz")
@@ -39,8 +39,8 @@ Ctrl-C saves the last completed step; --resume continues it exactly."""
 
 # ------------------------------------------------------------------- train
 def _train_parser():
-    from .next_word import default_model_config, default_train_config
-    from .training import SCHEDULES
+    from transformer.training.next_word import default_model_config, default_train_config
+    from transformer.training.trainer import SCHEDULES
 
     p = Parser(prog="next-word-train", description=TRAIN_DESCRIPTION)
     t = default_train_config()
@@ -60,7 +60,7 @@ def _train_parser():
     _help(p, "layers", "blocks of causal self-attention and feed-forward")
     _help(p, "snapshot_every", "record the attention maps (every layer and head) of one held-out sentence of each "
                                "kind at step 0, every N steps and at the last step, into attention_snapshots.npz "
-                               "in the run folder (transformer.snapshots.load_snapshots reads it) (default: 0 = "
+                               "in the run folder (transformer.training.snapshots.load_snapshots reads it) (default: 0 = "
                                "none; with --resume: the run's own setting)")
     return p
 
@@ -75,8 +75,8 @@ def _out_dir(args) -> str:
 
 
 def _new_trainer(args, out_dir):
-    from .limits import check_model_size
-    from .next_word import NextWordTrainer, default_model_config, default_train_config
+    from transformer.commands.limits import check_model_size
+    from transformer.training.next_word import NextWordTrainer, default_model_config, default_train_config
 
     model_config = default_model_config(d_model=args.d_model, num_heads=args.heads, num_layers=args.layers,
                                         d_ff=args.d_ff, dropout=args.dropout, positional=args.positional)
@@ -87,7 +87,7 @@ def _new_trainer(args, out_dir):
 
 @console_script
 def train_main(argv=None) -> int:
-    from .next_word import NextWordTrainer
+    from transformer.training.next_word import NextWordTrainer
 
     args = _train_parser().parse_args(argv)
     return run_training(args, TrainingCommand("next-word-train", NextWordTrainer, _out_dir, _new_trainer,
@@ -95,7 +95,7 @@ def train_main(argv=None) -> int:
 
 
 def _print_summary(summary, trainer, wall):
-    from .next_word import complete
+    from transformer.training.next_word import complete
 
     evaluation = summary["evaluation"]
     print(f"\nheld-out next-word accuracy ({evaluation['count']} sentences never seen in training):")
@@ -157,10 +157,10 @@ def _check_options(args):
 
 @console_script
 def complete_main(argv=None) -> int:
-    from .checkpoint import CheckpointError
-    from .language import LanguageError, split_words
-    from .run_dir import default_checkpoint
-    from .training import load_model
+    from transformer.files.checkpoint import CheckpointError
+    from transformer.tasks.language import LanguageError, split_words
+    from transformer.files.run_dir import default_checkpoint
+    from transformer.files.trained_model import load_model
 
     args = _complete_parser().parse_args(argv)
     if not args.prompts and sys.stdin is None:
@@ -186,8 +186,8 @@ def complete_main(argv=None) -> int:
 
 def _prompt_words(model, text):
     """A typed prompt -> its words, checked (LanguageError: an unknown word, none, too many)."""
-    from .language import split_words
-    from .next_word import check_prompt
+    from transformer.tasks.language import split_words
+    from transformer.training.next_word import check_prompt
     words = split_words(text)
     check_prompt(model, words)
     return words
@@ -195,7 +195,7 @@ def _prompt_words(model, text):
 
 def _completer(model, args):
     """(prompt text, its words) -> the prompt and its continuation printed."""
-    from .next_word import complete
+    from transformer.training.next_word import complete
     rng = np.random.default_rng(args.seed)
 
     def write(text, words):

@@ -4,8 +4,8 @@
     experiment.py  train every rung alike on the generated language and several seeds, score it per sentence kind
     cli.py         attention-ladder: the table over the seeds, the pull statistic, a wrong sentence per rung, --json
 """
-from .experiment import LadderConfig, LadderResult, RungResult, RungRun, run_ladder, run_rung
-from .rungs import (RUNGS, Average, DotProduct, FullBlock, Heads, LastWord, Positions, SeparateMaps, SharedMap,
+from transformer.ladder.experiment import LadderConfig, LadderResult, RungResult, RungRun, run_ladder, run_rung
+from transformer.ladder.rungs import (RUNGS, Average, DotProduct, FullBlock, Heads, LastWord, Positions, SeparateMaps, SharedMap,
                     Values, averaging_matrix, causal_softmax)
 
 __all__ = ["RUNGS", "LastWord", "Average", "DotProduct", "Values", "SharedMap", "SeparateMaps", "Positions",

@@ -14,10 +14,10 @@ import sys
 
 import numpy as np
 
-from ..console import EXIT_USAGE, Parser, console_script, path_argument
-from ..output_file import PNG, OutputKind, add_force_option, atomic_output, check_output, write_output
-from .experiment import PULL_KIND, LadderConfig, LadderResult, run_ladder
-from .rungs import RUNGS
+from transformer.commands.console import EXIT_USAGE, Parser, console_script, path_argument
+from transformer.files.output_file import PNG, OutputKind, add_force_option, atomic_output, check_output, write_output
+from transformer.ladder.experiment import PULL_KIND, LadderConfig, LadderResult, run_ladder
+from transformer.ladder.rungs import RUNGS
 
 # what --json writes, recognised by its first bytes (so --force replaces only a ladder table)
 LADDER_JSON = OutputKind("attention-ladder JSON", lambda head, path: head.lstrip().startswith(b'{\n  "kinds"'))
@@ -151,7 +151,7 @@ def check_paths(args):
 
 
 def write_outputs(result: LadderResult, args):
-    """Each output whole or not at all (``transformer.output_file``)."""
+    """Each output whole or not at all (``transformer.files.output_file``)."""
     if args.json:
         write_output(args.json, json.dumps(result.to_json(), indent=2) + "\n", args.force, LADDER_JSON, "--json")
         print(f"\nwrote {args.json}")

@@ -1,7 +1,7 @@
 """Train every rung on every seed with the same budget, and score it per sentence kind.
 
 ``run_ladder(config)`` -> ``LadderResult``: for each rung its held-out next-word accuracy per
-kind and seed (``transformer.language``), one held-out sentence it gets wrong with its
+kind and seed (``transformer.tasks.language``), one held-out sentence it gets wrong with its
 prediction and the reason, the pull statistic on the swap kind, and (first seed) its T x T
 weights on a few probe sentences. A rung on a seed is seeded alike (the split, the batches,
 the initial weights) and runs with one BLAS thread, so its numbers do not depend on the
@@ -23,8 +23,8 @@ import minigrad
 from minigrad import functional as F
 from minigrad import optim
 
-from ..language import KINDS, VOCAB, Language, encode_batch, make_example
-from .rungs import RUNGS, FullBlock
+from transformer.tasks.language import KINDS, VOCAB, Language, encode_batch, make_example
+from transformer.ladder.rungs import RUNGS, FullBlock
 
 MAX_LEN = 18        # the longest sentence (17 words) + <bos>
 # Each batch takes the kinds in this order, again and again: every kind once, swap and blend

@@ -32,9 +32,9 @@ import numpy as np
 
 from minigrad import Tensor, nn
 
-from ..attention import causal_mask
-from ..config import DecoderOnlyConfig
-from ..decoder_only import DecoderOnlyTransformer
+from transformer.models.attention import causal_mask
+from transformer.models.config import DecoderOnlyConfig
+from transformer.models.decoder_only import DecoderOnlyTransformer
 
 
 def averaging_matrix(length: int) -> np.ndarray:
@@ -185,7 +185,7 @@ class Heads(Positions):
 
 
 class FullBlock(nn.Module):
-    """The decoder-only model of ``transformer.decoder_only``: two blocks, each causal multi-head
+    """The decoder-only model of ``transformer.models.decoder_only``: two blocks, each causal multi-head
     self-attention (softmax(Q Kᵀ / sqrt(d_k)) V per head) and a feed-forward layer, each with a
     residual connection and layer norm; learned positions."""
 
