@@ -10,7 +10,7 @@ scores -> mask -> softmax thumbnail as PNG), the three heatmaps, the backward an
 training curves and the dates-explore page, of which headless Chromium then takes the screenshot
 ``explorer.png`` (backward step 6, ``weights`` clicked, the pointer on a cell of head 0; it needs
 Playwright and ``apt-get install chromium``, else that one image is left as it is, with a note);
-last ``ladder_command(seed)`` trains the attention ladder and draws its table (about 2 minutes).
+last ``ladder_command(seed)`` trains the attention ladder on seeds 0-4 and draws its table (about 3 minutes).
 The ``.dot`` files the graph commands write beside their pictures are removed.
 Rendering needs Graphviz's ``dot``; without it this says so in one line and exits with status 3
 before it trains or writes anything.
@@ -60,7 +60,7 @@ def commands(seed: int) -> list:
 
 def ladder_command(seed: int) -> str:
     """The attention ladder (its own models, no date model), as the README's section on it quotes it."""
-    return (f"attention-ladder --seed {seed} --plot {IMAGES}/attention_ladder.png "
+    return (f"attention-ladder --seeds 0-4 --plot {IMAGES}/attention_ladder.png "
             f"--json {run_folder(seed)}/ladder.json --force")
 
 

@@ -103,26 +103,3 @@ def test_date_transformer_notebook_runs_and_trains_a_good_model(tmp_path, monkey
     assert "[65, 1, 6, 7, 6, 62, 1, 1, 62, 3, 0, 66]" in text and "held-out exact match" in text
     assert len(graph_outputs(notebook, dot_installed)) == 1                 # one attention step
     assert len(outputs(notebook, "image/png")) == 5          # positions, curves, three heatmaps
-
-
-def test_attention_notebook_keeps_its_outputs_in_order():
-    notebook = nbformat.read(os.path.join(NOTEBOOKS, "attention_from_next_word.ipynb"), as_version=4)
-    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
-    assert [cell.execution_count for cell in code] == list(range(1, len(code) + 1))
-    assert len(outputs(notebook, "image/png")) == 6
-    assert not [out for cell in code for out in cell.outputs if out.output_type == "error"]
-
-
-@pytest.mark.slow
-def test_attention_notebook_runs_in_two_minutes(tmp_path, monkeypatch):
-    notebook, seconds = run_notebook("attention_from_next_word.ipynb", tmp_path, monkeypatch)
-    text = "".join(out["text"] for out in outputs(notebook, "stdout"))
-    assert "all three equal" in text and "(exactly 0)" in text
-    assert "third row, / sqrt(2): [0.248 0.248 0.503]" in text
-    difference = float(re.search(r"from central differences: ([\d.e+-]+)", text).group(1))
-    assert difference < 1e-6
-    symmetric = float(re.search(r"shared map: max \|S - Sᵀ\| = ([\d.e+-]+)", text).group(1))
-    one_way = float(re.search(r"separate maps: max \|S - Sᵀ\| = ([\d.e+-]+)", text).group(1))
-    assert symmetric < 1e-5 < 1e-2 < one_way
-    assert len(outputs(notebook, "image/png")) == 6        # every picture drawn by its own cell
-    assert seconds <= 120, f"the notebook took {seconds:.0f} s"

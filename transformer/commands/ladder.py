@@ -1,34 +1,81 @@
-"""attention-ladder: train each rung, print the table of held-out accuracy per sentence kind,
-one sentence each rung gets wrong and why, and the score matrices of the symmetric and the
-asymmetric rung on one sentence.
+"""attention-ladder: train each rung on each seed, print the table of held-out accuracy per
+sentence kind (the mean over the seeds and their range), how much each rung gains on the one
+before, the pull statistic on the swap kind, one sentence each rung gets wrong and why, and
+the score matrices of the symmetric and the asymmetric rung on one sentence.
 
-    attention-ladder                   # about 2 minutes on two cores
-    attention-ladder --json out.json   # also write the table as JSON
-    attention-ladder --plot ladder.png # and draw it (the README's picture)
+    attention-ladder                      # nine rungs on seeds 0-4: 643 s of CPU time (at most ~5.5 min on two cores)
+    attention-ladder --seed 0             # one seed: a fifth of that
+    attention-ladder --json out.json      # also write the table as JSON
+    attention-ladder --plot ladder.png    # and draw it (one dot per seed)
 """
 import json
+import os
 import sys
 
 import numpy as np
 
 from transformer.commands.console import EXIT_USAGE, Parser, console_script, path_argument
 from transformer.files.output_file import PNG, OutputKind, add_force_option, atomic_output, check_output, write_output
-from transformer.ladder.experiment import LadderConfig, LadderResult, run_ladder
+from transformer.ladder.experiment import PULL_KIND, LadderConfig, LadderResult, run_ladder
+from transformer.ladder.rungs import RUNGS
 
 # what --json writes, recognised by its first bytes (so --force replaces only a ladder table)
 LADDER_JSON = OutputKind("attention-ladder JSON", lambda head, path: head.lstrip().startswith(b'{\n  "kinds"'))
 
 SYMMETRY_KIND = "swap"          # the kind whose score matrices are printed
+MAX_SEEDS = 20
+
+
+def percent_range(values) -> str:
+    """'mean (lowest-highest)' in percent: '97.5 (95-100)'; one seed: '97.5'."""
+    values = 100 * np.asarray(values, dtype=float)
+    if len(values) == 1:
+        return f"{values[0]:5.1f}"
+    return f"{values.mean():5.1f} ({values.min():3.0f}-{values.max():3.0f})"
 
 
 def format_table(result: LadderResult) -> str:
-    """Rows: rungs; columns: sentence kinds; cells: held-out next-word accuracy in percent."""
+    """Rows: rungs; columns: sentence kinds; cells: held-out next-word accuracy in percent,
+    the mean over the seeds and (several seeds) the lowest and highest."""
     width = max(len(r.name) for r in result.rungs)
-    header = f"{'rung':<{width}}  " + "  ".join(f"{k:>7}" for k in result.kinds) + "  seconds"
+    cell = len(percent_range([0.0] * len(result.seeds)))
+    header = f"{'rung':<{width}}  " + "  ".join(f"{k:>{cell}}" for k in result.kinds)
     lines = [header, "-" * len(header)]
     for r in result.rungs:
-        cells = "  ".join(f"{100 * r.accuracy[k]:6.1f}%" for k in result.kinds)
-        lines.append(f"{r.name:<{width}}  {cells}  {r.seconds:7.1f}")
+        lines.append(f"{r.name:<{width}}  " + "  ".join(f"{percent_range(r.accuracy[k]):>{cell}}"
+                                                          for k in result.kinds))
+    return "\n".join(lines)
+
+
+def gains(result: LadderResult) -> list:
+    """For each rung after the first: (rung, kind, least gain over the seeds, mean gain), on the
+    kind whose least gain over the one before is largest."""
+    rows = []
+    for before, after in zip(result.rungs, result.rungs[1:]):
+        best = max(result.kinds, key=lambda k: min(np.subtract(after.accuracy[k], before.accuracy[k])))
+        gain = np.subtract(after.accuracy[best], before.accuracy[best])
+        rows.append((after.name, best, float(gain.min()), float(gain.mean())))
+    return rows
+
+
+def format_gains(result: LadderResult) -> str:
+    lines = []
+    for name, kind, least, mean in gains(result):
+        lines.append(f"{name:>14} on {kind:<7} {100 * mean:+6.1f} points (at least {100 * least:+.1f} on every seed)")
+    return "\n".join(lines)
+
+
+def format_pull(result: LadderResult) -> str:
+    """Per rung that has scores: how often the other animal out-pulls the asked one, and how
+    often the rung is right in each case (means over the seeds)."""
+    def mean(values):
+        values = [v for v in values if v is not None]
+        return f"{100 * np.mean(values):5.1f}%" if values else "   -  "
+    lines = [f"{'rung':>14}  other out-pulls  right when it does  right when not"]
+    for r in result.rungs:
+        if r.pull:
+            lines.append(f"{r.name:>14}  {mean(r.pull['out_pulls']):>15}  {mean(r.pull['right_when_out_pulls']):>18}"
+                         f"  {mean(r.pull['right_when_not']):>14}")
     return "\n".join(lines)
 
 
@@ -39,17 +86,29 @@ def format_examples(result: LadderResult) -> str:
             lines.append(f"{r.name}: every held-out sentence right")
             continue
         e = r.example
-        lines.append(f"{r.name}: {e['context']} [{e['predicted']}]  (right: {e['answer']})\n    {e['reason']}")
+        lines.append(f"{r.name} (seed {e['seed']}): {e['context']} [{e['predicted']}]  (right: {e['answer']})\n"
+                     f"    {e['reason']}")
+    return "\n".join(lines)
+
+
+def format_pair(result: LadderResult) -> str:
+    """The minimal pair (the same words in another order) and each rung's two predictions."""
+    first = result.rungs[0].pair
+    lines = [f"  A: {first[0][0]} [{first[0][2]}]", f"  B: {first[1][0]} [{first[1][2]}]"]
+    for r in result.rungs:
+        (_, a, right_a), (_, b, right_b) = r.pair
+        verdict = "the same word twice" if a == b else ("both right" if (a, b) == (right_a, right_b) else "")
+        lines.append(f"{r.name:>14}: A -> {a:<8} B -> {b:<8} {verdict}")
     return "\n".join(lines)
 
 
 def format_scores(result: LadderResult, kind: str = SYMMETRY_KIND) -> str:
     """The raw attention scores (before the causal mask) of the shared-map and separate-maps
-    rungs on one sentence, and how far each is from its transpose."""
+    rungs on one sentence (first seed), and how far each is from its transpose."""
     words = result.probes[kind]
     lines = [f"scores on: {' '.join(words[1:])}"]
     for r in result.rungs:
-        if r.name not in ("shared map", "separate maps"):
+        if r.name not in ("shared map", "separate maps") or kind not in r.scores:
             continue
         scores = r.scores[kind]
         asymmetry = float(np.abs(scores - scores.T).max())
@@ -64,6 +123,23 @@ def matrix_text(matrix: np.ndarray, words) -> str:
     for word, row in zip(words, matrix):
         rows.append(f"{word:>{width}} " + " ".join(f"{v:6.1f}" for v in row))
     return "\n".join(rows)
+
+
+def parse_seeds(text: str) -> tuple:
+    """'0-4' -> (0, 1, 2, 3, 4); '0,3,7' -> (0, 3, 7); ValueError with the reason otherwise."""
+    seeds = []
+    for part in text.split(","):
+        low, dash, high = part.strip().partition("-")
+        if not low.isdigit() or (dash and not high.isdigit()):
+            raise ValueError(f"--seeds takes whole numbers >= 0 like 0-4 or 0,3,7, got {text!r}")
+        seeds += range(int(low), int(high) + 1) if dash else [int(low)]
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise ValueError(f"--seeds must name each seed once, got {text!r}")
+    if len(seeds) > MAX_SEEDS:
+        raise ValueError(f"--seeds names {len(seeds)} seeds; at most {MAX_SEEDS}")
+    if max(seeds) >= 2 ** 32:
+        raise ValueError(f"a seed must be below 2**32, got {max(seeds)}")
+    return tuple(seeds)
 
 
 def check_paths(args):
@@ -89,36 +165,62 @@ def write_outputs(result: LadderResult, args):
 def parse_args(argv):
     defaults = LadderConfig()
     parser = Parser(prog="attention-ladder", description=__doc__)
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--seeds", default="0-4", help="seeds to train every rung on: 0-4 or 0,3,7")
+    which.add_argument("--seed", type=int, help="one seed only (the same as --seeds N)")
     parser.add_argument("--steps", type=int, default=defaults.steps, help="Adam steps per rung")
-    parser.add_argument("--seed", type=int, default=defaults.seed, help="seed of the split, batches and weights")
     parser.add_argument("--jobs", type=int, default=defaults.jobs, choices=(1, 2),
-                        help="rungs trained at once, one core each (the numbers do not depend on it)")
+                        help="trainings at once, one core each (the numbers do not depend on it)")
     parser.add_argument("--json", metavar="PATH", type=path_argument,
-                        help="also write the table, ideas and wrong sentences as JSON")
+                        help="also write the table (every seed), ideas, wrong sentences and pull statistic as JSON")
     parser.add_argument("--plot", metavar="PNG", type=path_argument,
-                        help="also draw the table and the two score matrices into PNG")
+                        help="also draw the table (one dot per seed) and the pull statistic into PNG")
     add_force_option(parser)
     args = parser.parse_args(argv)
     if args.steps < 1:
         parser.error(f"--steps must be at least 1, got {args.steps}")
+    try:
+        args.seeds = parse_seeds(args.seeds if args.seed is None else str(args.seed))
+    except ValueError as error:
+        message = str(error)
+        if args.seed is not None:
+            message = f"--seed must be a whole number >= 0, got {args.seed}"
+        parser.error(message)
+    if args.json and args.plot and os.path.realpath(args.json) == os.path.realpath(args.plot):
+        parser.error("--json and --plot name the same file: the picture would replace the table")
     return args
+
+
+def progress(run):
+    print(f"  {RUNGS[run.index].name}, seed {run.seed}: {run.seconds:.0f} s", flush=True)
 
 
 @console_script
 def main(argv=None) -> int:
     args = parse_args(argv)
     try:
-        check_paths(args)                 # refused now, not after two minutes of training
+        check_paths(args)                 # refused now, not after minutes of training
     except (OSError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_USAGE
-    config = LadderConfig(seed=args.seed, steps=args.steps, jobs=args.jobs)
-    print(f"training 7 rungs, {config.steps} steps each, {config.jobs} at a time ...", flush=True)
-    result = run_ladder(config)
-    print(f"\nheld-out next-word accuracy per sentence kind ({result.seconds:.0f} s wall)\n")
+    config = LadderConfig(seeds=args.seeds, steps=args.steps, jobs=args.jobs)
+    seeds = ", ".join(map(str, config.seeds))
+    print(f"training {len(RUNGS)} rungs on seed{'s' * (len(config.seeds) > 1)} {seeds}, {config.steps} steps "
+          f"each, {config.jobs} at a time (CPU seconds of each training as it ends) ...", flush=True)
+    result = run_ladder(config, progress=progress)
+    print(f"\nheld-out next-word accuracy per sentence kind, % (mean over {len(result.seeds)} seed"
+          f"{'s (lowest-highest)' if len(result.seeds) > 1 else ''}); {result.seconds:.0f} s wall, "
+          f"{result.cpu_seconds:.0f} s CPU in training\n")
     print(format_table(result))
+    print("\neach rung against the one before, on the kind it gains most on\n")
+    print(format_gains(result))
+    print(f"\nthe pull statistic on all held-out {PULL_KIND} sentences (the last row of the weights; "
+          "mean over the seeds)\n")
+    print(format_pull(result))
     print("\none held-out sentence each rung gets wrong [its prediction]\n")
     print(format_examples(result))
+    print("\na minimal pair: the same words in another order (first seed)\n")
+    print(format_pair(result))
     print()
     print(format_scores(result))
     try:

@@ -1,8 +1,8 @@
 """next-word-train and next-word-complete: next-word prediction on the generated language.
 
     next-word-train                               # until every held-out kind is at 95%
-    next-word-complete "ann went to the bakery and bought a"
-    echo "bob gave the cup to ann . now the cup is with" | next-word-complete
+    next-word-complete "on monday ann went to the bakery and bought a"
+    echo "bob gave the cup to ann . now the cup is held by" | next-word-complete
 
 The same conventions as dates-train and dates-translate (``cli.py``, whose training run and
 options they share): a progress bar, atomic checkpoints in a run folder under runs/, Ctrl-C
@@ -20,11 +20,11 @@ from transformer.commands.console import Parser, console_script, fail, path_argu
 
 DEFAULT_OUT = os.path.join("runs", "next-word")
 DEFAULT_CHECKPOINT = os.path.join(DEFAULT_OUT, "model.npz")
-EXAMPLE_PROMPTS = ("ann went to the florist and bought a",
+EXAMPLE_PROMPTS = ("on monday ann went to the florist and bought a",
                    "i see a lemon , a ruby and a parrot . i point at the green",
                    "the hen and the dog swap voices . now the hen",
-                   "ann gave the cup to bob . now the cup is with",
-                   "ann is at the lake and bob is at the mill . bob is at the")
+                   "ann gave the cup to bob . now the cup is held by",
+                   "ann is at the lake and bob is at the mill . where is bob")
 
 TRAIN_DESCRIPTION = """\
 Train the decoder-only model to predict the next word of the generated language, until

@@ -1,12 +1,13 @@
 """The attention ladder: from the last word to self-attention, each rung one idea.
 
-    rungs.py       the seven models, one short class each (LastWord ... FullBlock)
-    experiment.py  train every rung alike on the generated language, score it per sentence kind
-    cli.py         attention-ladder: the table, a wrong sentence per rung, --json
+    rungs.py       the nine models, one short class each (LastWord ... FullBlock)
+    experiment.py  train every rung alike on the generated language and several seeds, score it per sentence kind
+    cli.py         attention-ladder: the table over the seeds, the pull statistic, a wrong sentence per rung, --json
 """
-from transformer.ladder.experiment import LadderConfig, LadderResult, RungResult, run_ladder
-from transformer.ladder.rungs import (RUNGS, Average, DotProduct, FullBlock, LastWord, Positions, SeparateMaps, SharedMap,
-                    averaging_matrix, causal_softmax)
+from transformer.ladder.experiment import LadderConfig, LadderResult, RungResult, RungRun, run_ladder, run_rung
+from transformer.ladder.rungs import (RUNGS, Average, DotProduct, FullBlock, Heads, LastWord, Positions, SeparateMaps, SharedMap,
+                    Values, averaging_matrix, causal_softmax)
 
-__all__ = ["RUNGS", "LastWord", "Average", "DotProduct", "SharedMap", "SeparateMaps", "Positions", "FullBlock",
-           "averaging_matrix", "causal_softmax", "LadderConfig", "LadderResult", "RungResult", "run_ladder"]
+__all__ = ["RUNGS", "LastWord", "Average", "DotProduct", "Values", "SharedMap", "SeparateMaps", "Positions",
+           "Heads", "FullBlock", "averaging_matrix", "causal_softmax", "LadderConfig", "LadderResult", "RungResult",
+           "RungRun", "run_ladder", "run_rung"]

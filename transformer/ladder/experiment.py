@@ -1,16 +1,18 @@
-"""Train every rung on the same data with the same budget, and score it per sentence kind.
+"""Train every rung on every seed with the same budget, and score it per sentence kind.
 
 ``run_ladder(config)`` -> ``LadderResult``: for each rung its held-out next-word accuracy per
-kind (``transformer.tasks.language``), one held-out sentence it gets wrong with its prediction
-and the reason, and its T x T weights on a few probe sentences. Each rung is seeded alike
-(``config.seed``: the split, the batches, the initial weights) and runs with one BLAS
-thread, so a rung's numbers do not depend on the machine's load or on ``jobs``; with
-``jobs=2`` two rungs train at once, one per core.
+kind and seed (``transformer.tasks.language``), one held-out sentence it gets wrong with its
+prediction and the reason, the pull statistic on the swap kind, and (first seed) its T x T
+weights on a few probe sentences. A rung on a seed is seeded alike (the split, the batches,
+the initial weights) and runs with one BLAS thread, so its numbers do not depend on the
+machine's load or on ``jobs``; with ``jobs=2`` two trainings run at once, one per core.
 """
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import signal
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 
@@ -21,14 +23,14 @@ import minigrad
 from minigrad import functional as F
 from minigrad import optim
 
-from transformer.tasks.language import KINDS, VOCAB, Language, encode_batch
+from transformer.tasks.language import KINDS, VOCAB, Language, encode_batch, make_example
 from transformer.ladder.rungs import RUNGS, FullBlock
 
 MAX_LEN = 18        # the longest sentence (17 words) + <bos>
-# Recall is the slowest kind to learn (two blocks must first find the name asked about, then
-# the place stated next to it), so batches hold three recall sentences per sentence of each
-# other kind. Every rung sees the same batches.
-MIX = ("topic", "colour", "swap", "order", "recall", "recall", "recall")
+# Each batch takes the kinds in this order, again and again: every kind once, swap and blend
+# twice, and recall four times (the full block learns it last: at two in eleven it stayed at
+# 88% on seed 1). Every rung sees the same batches.
+MIX = KINDS + ("swap", "blend", "recall", "recall", "recall")
 
 # Why a rung gets a sentence of a kind wrong: the kind the next rung wins on, said in one sentence.
 REASONS = {
@@ -36,69 +38,115 @@ REASONS = {
                             "decides the answer is further back.",
     ("average", "colour"): "The average adds one vote per word present, and the same things come with every "
                            "colour asked, so no sum of votes can name the category of the one asked about.",
-    ("dot product", "swap"): "Query, key and value are all the word's own embedding: the animal asked about, "
-                             "written twice, pulls itself at least as hard as the other animal pulls it.",
+    ("dot product", "game"): "The word moved is the word itself, and it votes for the words like it: 'like' is "
+                             "symmetric, so rock cannot vote for paper, paper for scissors and scissors for rock.",
+    ("values", "swap"): "Pull is the dot product of the words themselves: the animal asked about, written "
+                        "twice, pulls itself harder than the other animal pulls it.",
     ("shared map", "swap"): "One map for queries and keys makes pull symmetric: of two animals, one always "
                             "pulls itself at least as hard as it pulls the other, so one order of each pair "
                             "gets its own voice back.",
     ("separate maps", "order"): "Without positions 'ann gave the cup to bob' and 'bob gave the cup to ann' are "
                                 "the same words, so it can only guess which name came second.",
-    ("positions", "recall"): "One layer cannot do two steps: find which name is asked about, then the place "
-                             "stated next to that name earlier.",
+    ("positions", "blend"): "One head moves every word with the same W_v: the lemon sends its colour and its "
+                            "kind whether it was asked for its colour or for its kind.",
+    ("heads", "recall"): "One layer cannot do two steps: each place must first take in the name before it, "
+                         "then the name asked about can pull its place.",
 }
 FAILING_KIND = {rung: kind for rung, kind in REASONS}
+PULL_KIND = "swap"          # the kind whose pull statistic is measured
+# The minimal pair: the same words in another order. Anything blind to order (the average,
+# attention without positions) computes the same context for both and so predicts one name twice.
+MINIMAL_PAIR = (("order", ("ann", "bob", "cup")), ("order", ("bob", "ann", "cup")))
 
 
 @dataclass
 class LadderConfig:
-    seed: int = 0
+    seeds: tuple = (0, 1, 2, 3, 4)
     steps: int = 2500           # Adam steps per rung
     batch_size: int = 64
     lr: float = 1e-2            # the one-layer rungs' Adam learning rate
     full_block_lr: float = 3e-3  # the full block's (its post-norm blocks do not learn recall at 1e-2)
     warmup: int = 100           # linear warm-up steps
+    decay: float = 0.2          # the last fraction of the steps, in which the rate falls linearly to 0
     d_model: int = 32
     eval_per_kind: int = 200    # held-out sentences scored per kind
-    jobs: int = 2               # rungs trained at once (one core each)
+    jobs: int = 2               # trainings at once (one core each)
+
+
+@dataclass
+class RungRun:
+    """One rung trained on one seed."""
+    index: int
+    seed: int
+    accuracy: dict              # kind -> fraction of held-out sentences right
+    wrong: dict                 # kind -> the first held-out sentence it gets wrong
+    seconds: float
+    pull: dict = field(default_factory=dict)        # the pull statistic (rungs with scores)
+    pair: list = field(default_factory=list)        # its predictions on MINIMAL_PAIR
+    weights: dict = field(default_factory=dict)     # kind -> (T, T) weights on a probe sentence
+    scores: dict = field(default_factory=dict)      # kind -> (T, T) raw scores (one-head dot-product rungs)
+    maps: dict = field(default_factory=dict)        # kind -> (layers, heads, T, T) (the full block)
+    right_swap: dict = field(default_factory=dict)  # a swap sentence it gets right: words, weights
 
 
 @dataclass
 class RungResult:
     name: str
     idea: str
-    accuracy: dict              # kind -> fraction of held-out sentences right
+    accuracy: dict              # kind -> [fraction per seed]
     example: dict               # a held-out sentence it gets wrong (or {} if none)
-    seconds: float
-    weights: dict = field(default_factory=dict)     # kind -> (T, T) weights on a probe sentence
-    scores: dict = field(default_factory=dict)      # kind -> (T, T) raw scores (dot-product rungs)
-    maps: dict = field(default_factory=dict)        # kind -> (layers, heads, T, T) (the full block)
+    seconds: list               # per seed
+    pull: dict = field(default_factory=dict)        # statistic -> [value per seed]
+    pair: list = field(default_factory=list)        # first seed
+    weights: dict = field(default_factory=dict)     # first seed, as in RungRun
+    scores: dict = field(default_factory=dict)
+    maps: dict = field(default_factory=dict)
+    right_swap: dict = field(default_factory=dict)
+
+    def mean(self, kind: str) -> float:
+        return float(np.mean(self.accuracy[kind]))
 
 
 @dataclass
 class LadderResult:
     config: LadderConfig
     kinds: tuple
+    seeds: tuple
     rungs: list
-    probes: dict                # kind -> the probe sentence's words (with <bos>)
+    probes: dict                # kind -> the probe sentence's words (with <bos>), first seed
     seconds: float
+    cpu_seconds: float          # the trainings' own CPU time, summed
 
     def to_json(self) -> dict:
-        return {"kinds": list(self.kinds), "config": asdict(self.config), "seconds": round(self.seconds, 1),
-                "rungs": [{"name": r.name, "idea": r.idea, "seconds": round(r.seconds, 1),
-                           "accuracy": {k: round(float(v), 4) for k, v in r.accuracy.items()},
-                           "example": r.example} for r in self.rungs]}
+        def rung(r):
+            table = {"name": r.name, "idea": r.idea,
+                     "accuracy": {k: [round(float(v), 4) for v in r.accuracy[k]] for k in self.kinds},
+                     "example": r.example, "seconds": [round(s, 1) for s in r.seconds]}
+            if r.pull:
+                table["pull"] = {k: [None if v is None else round(float(v), 4) for v in values]
+                                 for k, values in r.pull.items()}
+            return table
+        return {"kinds": list(self.kinds), "seeds": list(self.seeds), "config": asdict(self.config),
+                "seconds": round(self.seconds, 1), "cpu_seconds": round(self.cpu_seconds, 1),
+                "rungs": [rung(r) for r in self.rungs]}
 
 
-def train_rung(rung_class, config: LadderConfig, language: Language):
+def learning_rate(config: LadderConfig, base: float, step: int) -> float:
+    """Warm up, then decay linearly to 0 over the last ``decay`` of the steps: the last steps
+    settle instead of jumping between solutions."""
+    return base * min(step / config.warmup, (config.steps - step + 1) / max(1.0, config.decay * config.steps), 1.0)
+
+
+def train_rung(rung_class, config: LadderConfig, language: Language, seed: int):
     """A fresh rung trained on ``config.steps`` batches: the same batches for every rung."""
-    minigrad.manual_seed(config.seed)
+    minigrad.manual_seed(seed)
     model = rung_class(len(VOCAB), config.d_model, MAX_LEN)
     lr = config.full_block_lr if rung_class is FullBlock else config.lr
     optimizer = optim.Adam(model.parameters(), lr=lr)
-    batches = np.random.default_rng([config.seed, 2])
+    batches = np.random.default_rng([seed, 2])
     rows = np.arange(config.batch_size)
     for step in range(1, config.steps + 1):
-        optimizer.lr = lr * min(1.0, step / config.warmup)
+        optimizer.lr = learning_rate(config, lr, step)
         batch = encode_batch(language.sample("train", config.batch_size, batches, mix=MIX), "answer", MAX_LEN)
         logits = model(batch.inputs, batch.answer_position)                       # (B, vocab)
         loss = F.cross_entropy(logits, batch.targets[rows, batch.answer_position])
@@ -131,16 +179,32 @@ def score(model, examples):
     return accuracy, wrong
 
 
-def pick_example(name: str, accuracy: dict, wrong: dict) -> dict:
-    """The wrong sentence to show: from the kind this rung is there to fail (see REASONS),
-    else from its weakest kind; {} if it gets every held-out sentence right."""
-    kind = FAILING_KIND.get(name)
-    if kind not in wrong:
-        kind = min((k for k in wrong), key=lambda k: accuracy[k], default=None)
-    if kind is None:
-        return {}
-    reason = REASONS.get((name, kind), f"Its weakest kind: {accuracy[kind]:.0%} of held-out {kind} sentences right.")
-    return dict(wrong[kind], reason=reason)
+def swap_positions(example):
+    """(the asked animal's positions, the other animal's position) in ``<bos>`` + the context:
+    the asked animal is written twice (in the pair and last), the other once."""
+    first, second, asked = example.combination
+    asked_at, other_at = (2, 5) if asked == 0 else (5, 2)
+    return [asked_at, len(example.context)], other_at
+
+
+def pull_statistic(model, examples) -> dict:
+    """Over ``examples`` (swap sentences): how often the other animal out-pulls the asked one
+    (its weight in the last row beats the asked animal's two cells together), and the share
+    right in each case (None where a case never happens)."""
+    batch = encode_batch(examples, "answer", MAX_LEN)
+    with minigrad.no_grad():
+        weights = model.weights(batch.inputs)                                    # (B, T, T)
+    right = predict(model, examples) == np.array([VOCAB.index(e.answer) for e in examples])
+    out_pulls = np.empty(len(examples), dtype=bool)
+    for b, example in enumerate(examples):
+        asked, other = swap_positions(example)
+        row = weights[b, batch.answer_position[b]]
+        out_pulls[b] = row[other] > row[asked].sum()
+
+    def share(mask):
+        return float(right[mask].mean()) if mask.any() else None
+    return {"out_pulls": float(out_pulls.mean()), "right_when_out_pulls": share(out_pulls),
+            "right_when_not": share(~out_pulls)}
 
 
 def probe_examples(language: Language) -> dict:
@@ -154,46 +218,115 @@ def probe_ids(example) -> np.ndarray:
     return batch.inputs[:, :batch.answer_position[0] + 1]
 
 
-def run_rung(index: int, config: LadderConfig) -> RungResult:
-    """Train and score rung ``index`` (a function of its own so that worker processes can run it)."""
+def run_rung(index: int, seed: int, config: LadderConfig, pictures: bool = True) -> RungRun:
+    """Train and score rung ``index`` on ``seed`` (a function of its own so that worker processes
+    can run it); ``pictures``: also keep its weights on the probe sentences."""
     with threadpool_limits(limits=1, user_api="blas"):
-        start = time.perf_counter()
-        language = Language(seed=config.seed)
+        start = time.process_time()
+        language = Language(seed=seed)
         rung_class = RUNGS[index]
-        model = train_rung(rung_class, config, language)
-        seconds = time.perf_counter() - start
-        accuracy, wrong = score(model, language.evaluation_set(per_kind=config.eval_per_kind))
-        result = RungResult(rung_class.name, rung_class.idea, accuracy,
-                            pick_example(rung_class.name, accuracy, wrong), seconds)
+        model = train_rung(rung_class, config, language, seed)
+        seconds = time.process_time() - start
+        held_out = language.evaluation_set(per_kind=config.eval_per_kind)
+        accuracy, wrong = score(model, held_out)
+        run = RungRun(index, seed, accuracy, wrong, seconds)
+        pair = [make_example(kind, combination) for kind, combination in MINIMAL_PAIR]
+        run.pair = [(" ".join(e.context), VOCAB[p], e.answer) for e, p in zip(pair, predict(model, pair))]
+        swaps = [make_example(PULL_KIND, c) for c in language.combinations("held-out", PULL_KIND)]
+        if hasattr(model, "scores"):
+            run.pull = pull_statistic(model, swaps)
+        if not pictures:
+            return run
         with minigrad.no_grad():
             for kind, example in probe_examples(language).items():
                 ids = probe_ids(example)
-                result.weights[kind] = np.array(model.weights(ids)[0])
+                run.weights[kind] = np.array(model.weights(ids)[0])
                 if hasattr(model, "scores"):
-                    result.scores[kind] = model.scores(model.embed(ids)).data[0]
+                    run.scores[kind] = model.scores(model.embed(ids)).data[0]
                 if hasattr(model, "attention_maps"):
-                    result.maps[kind] = model.attention_maps(ids)[:, 0]
-        return result
+                    run.maps[kind] = model.attention_maps(ids)[:, 0]
+            right = np.flatnonzero(predict(model, swaps) == np.array([VOCAB.index(e.answer) for e in swaps]))
+            if len(right):
+                example = swaps[right[0]]
+                ids = probe_ids(example)
+                run.right_swap = {"words": ("<bos>",) + example.context, "answer": example.answer,
+                                  "weights": np.array(model.weights(ids)[0])}
+        return run
 
 
-def _leave_interrupts_to_the_parent():
+def _run_task(task):
+    return run_rung(*task)
+
+
+def _end_with_the_parent():
+    """In each worker: Ctrl-C is the parent's to handle (it stops the pool), and on Linux the
+    kernel ends the worker if the parent dies, so no worker trains on, or writes a
+    BrokenPipeError traceback, after the command has gone."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)       # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
 
 
-def run_ladder(config: LadderConfig = None, rungs=None) -> LadderResult:
-    """Every rung (or the indices ``rungs``), ``config.jobs`` at a time."""
+def pick_example(name: str, runs) -> dict:
+    """The wrong sentence to show: from the kind this rung is there to fail (see REASONS), on the
+    first seed that has one, else from its weakest kind; {} if it gets every sentence right."""
+    kind = FAILING_KIND.get(name)
+    run = next((r for r in runs if kind in r.wrong), None)
+    if run is None:
+        run = runs[0]
+        kind = min(run.wrong, key=lambda k: run.accuracy[k], default=None)
+        if kind is None:
+            return {}
+    reason = REASONS.get((name, kind), f"Its weakest kind: {run.accuracy[kind]:.0%} of held-out {kind} "
+                                       "sentences right.")
+    return dict(run.wrong[kind], seed=run.seed, reason=reason)
+
+
+def gather(index: int, runs) -> RungResult:
+    """One rung's runs (in the order of the seeds) -> its row of the ladder."""
+    rung_class, first = RUNGS[index], runs[0]
+    result = RungResult(rung_class.name, rung_class.idea,
+                        {k: [r.accuracy[k] for r in runs] for k in first.accuracy},
+                        pick_example(rung_class.name, runs), [r.seconds for r in runs],
+                        pair=first.pair, weights=first.weights, scores=first.scores, maps=first.maps,
+                        right_swap=first.right_swap)
+    if first.pull:
+        result.pull = {k: [r.pull[k] for r in runs] for k in first.pull}
+    return result
+
+
+def run_ladder(config: LadderConfig = None, rungs=None, progress=None) -> LadderResult:
+    """Every rung (or the indices ``rungs``) on every seed, ``config.jobs`` trainings at a time;
+    ``progress(run)`` is called as each finishes."""
     config = config or LadderConfig()
     indices = list(range(len(RUNGS))) if rungs is None else list(rungs)
+    seeds = list(config.seeds)
+    # the longest trainings (the full block, then the later rungs) first, so the cores finish together
+    tasks = [(i, seed, config, seed == seeds[0]) for i in sorted(indices, reverse=True) for seed in seeds]
     start = time.perf_counter()
-    if config.jobs > 1 and len(indices) > 1:
-        # the longest rung (the full block) first, so that the other core works through the rest
-        order = sorted(indices, key=lambda i: -i)
-        # leaving the block terminates the workers: Ctrl-C stops the whole ladder at once
-        with multiprocessing.Pool(config.jobs, initializer=_leave_interrupts_to_the_parent) as pool:
-            done = dict(zip(order, pool.starmap(run_rung, [(i, config) for i in order], chunksize=1)))
-        results = [done[i] for i in indices]
+    done = {}
+    if config.jobs > 1 and len(tasks) > 1:
+        pool = multiprocessing.Pool(config.jobs, initializer=_end_with_the_parent)
+        try:
+            for run in pool.imap_unordered(_run_task, tasks, chunksize=1):
+                done[run.index, run.seed] = run
+                if progress:
+                    progress(run)
+            pool.close()
+        finally:
+            pool.terminate()              # Ctrl-C or an error: no worker outlives the ladder
+            pool.join()
     else:
-        results = [run_rung(i, config) for i in indices]
-    language = Language(seed=config.seed)
+        for task in tasks:
+            run = _run_task(task)
+            done[run.index, run.seed] = run
+            if progress:
+                progress(run)
+    results = [gather(i, [done[i, seed] for seed in seeds]) for i in indices]
+    language = Language(seed=seeds[0])
     probes = {kind: ("<bos>",) + e.context for kind, e in probe_examples(language).items()}
-    return LadderResult(config, KINDS, results, probes, time.perf_counter() - start)
+    cpu = sum(run.seconds for run in done.values())
+    return LadderResult(config, KINDS, tuple(seeds), results, probes, time.perf_counter() - start, cpu)

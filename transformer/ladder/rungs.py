@@ -1,22 +1,30 @@
 """The rungs: from the last word to self-attention, one idea each.
 
-Every rung turns the words so far into one *context vector* per position, and the same kind
-of classifier (``Linear(d, vocab)``, one row per word) scores the next word from it. Only the
-context vector changes (X holds the T word embeddings, one row per word):
+Every rung turns the words so far into one *context vector* per position, and the same
+classifier scores the next word from it: the dot product of the context vector with every
+word's own embedding, plus a bias per word (the embedding table is the classifier's weight,
+as in GPT-2), so the word whose vector is most like the context vector wins. Only the context
+vector changes (X holds the T word embeddings, one row per word):
 
     LastWord      x_t                                                 the last word alone
     Average       A X, A = tril(1) / row sums (row t: 1/(t+1))        every word so far, equally
     DotProduct    softmax(X Xᵀ / sqrt(d), causal) X                   words pull the words most like them
-    SharedMap     softmax((X W)(X W)ᵀ / sqrt(d), causal) (X W_v)      learned spaces to pull in and to move in
+    Values        softmax(X Xᵀ / sqrt(d), causal) (X W_v)             what is moved is a learned map of the word
+    SharedMap     softmax((X W)(X W)ᵀ / sqrt(d), causal) (X W_v)      a learned space to pull in (symmetric)
     SeparateMaps  softmax((X W_q)(X W_k)ᵀ / sqrt(d), causal) (X W_v)  queries and keys apart: pull can be one-way
     Positions     SeparateMaps on X + P                               where each word stands
-    FullBlock     two decoder-only blocks: heads, feed-forward, residuals, layer norm
+    Heads         four SeparateMaps side by side on X + P, d/4 each   several pulls at once, each its own values
+    FullBlock     two decoder-only blocks: feed-forward, residuals, layer norm, a second layer
 
-Every dot-product rung divides its scores by sqrt(d): without it these one-layer models
-(no residual, no layer norm) sharpen their softmax onto a single word within about a
-hundred Adam steps and then get almost no gradient to learn which word (measured on the
-generated language: the positions rung stayed at chance on every kind). The full block
-keeps the same division per head, sqrt(d_k).
+Why Values is a rung of its own: with the classifier tied to the embeddings, a word that is
+moved as itself votes for the words like it, and "like" is symmetric (x_a · x_b = x_b · x_a),
+so no embedding lets rock vote for paper, paper for scissors and scissors for rock at once.
+W_v moves each word to where its vote should go.
+
+Every dot-product rung divides its scores by sqrt(d_k) (d_k = d, or d/4 per head): without
+it these one-layer models (no residual, no layer norm) sharpen their softmax onto one word
+early in training and then get almost no gradient to learn which word (the notebook measures
+it). The full block keeps the same division per head.
 """
 import math
 
@@ -40,6 +48,14 @@ def causal_softmax(scores: Tensor) -> Tensor:
     return scores.masked_fill(~causal_mask(scores.shape[-1]), -np.inf).softmax(axis=-1)
 
 
+def identity_map(d: int) -> nn.Linear:
+    """A learned d x d map that starts as the identity: a rung begins where the one before it
+    stands, and its new map changes only as far as training moves it."""
+    layer = nn.Linear(d, d, bias=False)
+    layer.weight.data[:] = np.eye(d)
+    return layer
+
+
 class Rung(nn.Module):
     """Embedding -> ``context`` (one vector per position) -> classifier."""
 
@@ -49,7 +65,7 @@ class Rung(nn.Module):
         self.d_model = d_model
         self.embedding = nn.Embedding(vocab_size, d_model)
         self.embedding.weight.data *= 1 / math.sqrt(d_model)      # vectors of length about 1
-        self.classifier = nn.Linear(d_model, vocab_size)
+        self.bias = nn.Parameter(np.zeros(vocab_size))            # the classifier's own: how common a word is
 
     def embed(self, ids) -> Tensor:
         return self.embedding(ids)                                 # (B, T, d)
@@ -59,7 +75,7 @@ class Rung(nn.Module):
         context = self.context(self.embed(ids))                    # (B, T, d)
         if at is not None:
             context = context[np.arange(len(at)), at]              # (B, d)
-        return self.classifier(context)
+        return context @ self.embedding.weight.T + self.bias       # each word: its vector · the context
 
     def weights(self, ids) -> np.ndarray:
         """(B, T, T): how much position t's context vector takes from each word (row t)."""
@@ -98,13 +114,23 @@ class DotProduct(Rung):
         return causal_softmax(self.scores(x)) @ x
 
 
-class SharedMap(Rung):
-    name, idea = "shared map", "learned spaces: one map W for pulling (symmetric), W_v for what is moved"
+class Values(DotProduct):
+    name, idea = "values", "what is moved is a learned map of each word, X W_v: rock can send paper"
 
     def __init__(self, vocab_size, d_model, max_len):
         super().__init__(vocab_size, d_model, max_len)
-        self.w_q = nn.Linear(d_model, d_model, bias=False)       # here the keys use the same map
-        self.w_v = nn.Linear(d_model, d_model, bias=False)
+        self.w_v = identity_map(d_model)
+
+    def context(self, x):
+        return causal_softmax(self.scores(x)) @ self.w_v(x)
+
+
+class SharedMap(Values):
+    name, idea = "shared map", "a learned space to pull in, one map W for queries and keys (symmetric pull)"
+
+    def __init__(self, vocab_size, d_model, max_len):
+        super().__init__(vocab_size, d_model, max_len)
+        self.w_q = identity_map(d_model)                         # here the keys use the same map
 
     def keys(self, x):
         return self.w_q(x)
@@ -112,16 +138,13 @@ class SharedMap(Rung):
     def scores(self, x):
         return self.w_q(x) @ self.keys(x).swapaxes(-1, -2) / math.sqrt(self.d_model)
 
-    def context(self, x):
-        return causal_softmax(self.scores(x)) @ self.w_v(x)
-
 
 class SeparateMaps(SharedMap):
     name, idea = "separate maps", "queries and keys from different maps W_q, W_k: pull can be one-way"
 
     def __init__(self, vocab_size, d_model, max_len):
         super().__init__(vocab_size, d_model, max_len)
-        self.w_k = nn.Linear(d_model, d_model, bias=False)
+        self.w_k = identity_map(d_model)
 
     def keys(self, x):
         return self.w_k(x)
@@ -133,10 +156,32 @@ class Positions(SeparateMaps):
     def __init__(self, vocab_size, d_model, max_len):
         super().__init__(vocab_size, d_model, max_len)
         self.positions = nn.Embedding(max_len, d_model)
-        self.positions.weight.data *= 1 / math.sqrt(d_model)
+        self.positions.weight.data[:] = 0.0           # it starts as the rung before: no position seen yet
 
     def embed(self, ids):
         return self.embedding(ids) + self.positions.weight[:ids.shape[1]]
+
+
+class Heads(Positions):
+    name, idea = "heads", "four heads side by side, each its own queries, keys and values in d/4 dimensions"
+    num_heads = 4
+
+    def split(self, x):
+        batch, length, _ = x.shape
+        return x.reshape(batch, length, self.num_heads, -1).transpose(0, 2, 1, 3)    # (B, h, T, d/h)
+
+    def scores(self, x):
+        d_k = self.d_model // self.num_heads
+        return self.split(self.w_q(x)) @ self.split(self.w_k(x)).swapaxes(-1, -2) / math.sqrt(d_k)  # (B, h, T, T)
+
+    def context(self, x):
+        heads = causal_softmax(self.scores(x)) @ self.split(self.w_v(x))             # (B, h, T, d/h)
+        batch, _, length, _ = heads.shape
+        return heads.transpose(0, 2, 1, 3).reshape(batch, length, self.d_model)      # (B, T, d) the heads side by side
+
+    def weights(self, ids):
+        """The heads' weights averaged: (B, T, T)."""
+        return super().weights(ids).mean(axis=1)
 
 
 class FullBlock(nn.Module):
@@ -144,7 +189,7 @@ class FullBlock(nn.Module):
     self-attention (softmax(Q Kᵀ / sqrt(d_k)) V per head) and a feed-forward layer, each with a
     residual connection and layer norm; learned positions."""
 
-    name, idea = "full block", "two blocks: heads, feed-forward, residuals, layer norm"
+    name, idea = "full block", "the transformer block: feed-forward, residuals, layer norm, and a second layer"
 
     def __init__(self, vocab_size, d_model, max_len, num_heads: int = 4, num_layers: int = 2):
         self.model = DecoderOnlyTransformer(DecoderOnlyConfig(
@@ -168,4 +213,4 @@ class FullBlock(nn.Module):
         return self.attention_maps(ids)[-1].mean(axis=1)
 
 
-RUNGS = (LastWord, Average, DotProduct, SharedMap, SeparateMaps, Positions, FullBlock)
+RUNGS = (LastWord, Average, DotProduct, Values, SharedMap, SeparateMaps, Positions, Heads, FullBlock)

@@ -3,30 +3,40 @@
 Every sentence ends in one word that some idea of attention can predict and the idea before
 it cannot. The sentence kinds, each with an example (the scored word in brackets):
 
-    topic    ann went to the bakery and bought a [bun]
-             The last word alone cannot decide: every sentence ends in "a", and the shop
-             said earlier decides the good (bakery -> bun, florist -> rose, ...).
+    topic    on monday ann went to the bakery and bought a [bun]
+             The last word alone cannot decide: every sentence ends in "a", and the shop said
+             earlier decides the good (bakery -> bun, florist -> rose, ...).
     colour   i see a lemon , a ruby and a parrot . i point at the yellow [fruit]
              The average cannot decide, even in principle: the answer is the category
              (fruit, gem, bird) of the thing whose colour is the last word, and every colour
              occurs in every category, so no sum of "this word is present" votes works.
              A word pulling the word most like it (yellow pulls lemon) does.
+    game     ann plays rock and bob beats it with [paper]
+             What the move loses to, around two rings of three (rock, paper, scissors; fire,
+             water, grass). A word that votes with its own vector votes for the words like it,
+             and "like" is symmetric, so no embedding makes every move vote for its winner:
+             what is moved must be a learned map of the word (values).
     swap     the hen and the dog swap voices . now the hen [barks]
              Pull must be asymmetric: the last word must be pulled by the OTHER animal, not
              by itself. A symmetric pull (one shared map for queries and keys) pulls a word
              towards itself at least as much as towards the other for one of the two orders.
-    order    ann gave the cup to bob . now the cup is with [bob]
+    order    ann gave the cup to bob . now the cup is held by [bob]
              The same words in another order ("bob gave the cup to ann") need another
              answer: anything blind to order (the average, attention without positions)
              is right half the time at best.
-    recall   ann is at the lake and bob is at the mill . bob is at the [mill]
+    blend    ann mixes the colour of the lemon with the kind of the ruby and gets [topaz]
+             The first-listed thing of the first thing's colour and the second thing's kind.
+             The same two things in the other roles need another answer, so each thing must
+             send its colour in one role and its kind in the other: one head moves every word
+             the same way, several heads can each move their own part.
+    recall   ann is at the lake and bob is at the mill . where is bob [mill]
              The answer is a word stated earlier in the same sentence: which place goes with
              the name asked about. Held-out sentences pair names and places never seen
              together in training, so the facts cannot be memorised into the weights.
 
-Word facts (which shop sells what, the colour of each thing, each animal's voice) are
-fixed parts of the language; which names, places, things and animals appear together is
-what the seed decides.
+Word facts (which shop sells what, the colour of each thing, each animal's voice, which move
+beats which) are fixed parts of the language; which names, places, things and animals
+appear together is what the seed decides.
 
 Vocabulary
 ----------
@@ -36,7 +46,7 @@ Vocabulary
     1  <bos>   start of a sequence
     2  <eos>   end of a sentence
 
-then the words of all kinds, sorted (``len(VOCAB)`` is 136). ``encode(words)`` and
+then the words of all kinds, sorted (``len(VOCAB)`` is 193). ``encode(words)`` and
 ``decode(ids)`` map between words and ids; ``split_words("ann went to")`` checks a typed
 prompt and names the first unknown word.
 
@@ -45,7 +55,8 @@ Examples and the split
 ``Language(seed)`` builds every kind's combinations (the content words a sentence is made
 of) and splits them **by combination**: a combination is held out if it contains a
 held-out pair (a name with a place, a name with a name, two animals, a name with a shop,
-three things), and the pairs to hold out are drawn from the seed. No held-out combination,
+three things, two things, two names with a move), and the pairs to hold out are drawn from
+the seed. No held-out combination,
 and for the pair-based kinds no held-out pair, ever appears in training.
 
     lang = Language(seed=0)
@@ -89,7 +100,9 @@ NAMES = ("ann", "bob", "cal", "dan", "eve", "fay", "gus", "hal", "ida", "jon", "
 PLACES = ("lake", "mill", "farm", "park", "port", "camp", "beach", "cave", "barn", "dock", "hill", "fort")
 THINGS_GIVEN = ("cup", "key", "book", "hat", "coin", "map", "pen", "bag", "lamp", "drum")
 SHOP_GOODS = {"bakery": "bun", "florist": "rose", "butcher": "steak", "toyshop": "doll",
-              "bookshop": "novel", "chemist": "pill", "grocer": "melon", "fishmonger": "crab"}
+              "bookshop": "novel", "chemist": "pill", "grocer": "melon", "fishmonger": "crab",
+              "dairy": "cheese", "tailor": "coat", "cobbler": "boot", "jeweller": "ring"}
+DAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 COLOURS = ("red", "yellow", "green")
 # category -> colour -> three things of that colour (every colour in every category)
 THINGS = {
@@ -102,11 +115,17 @@ THINGS = {
 }
 VOICES = {"dog": "barks", "cat": "mews", "cow": "moos", "hen": "clucks", "duck": "quacks", "owl": "hoots",
           "sheep": "bleats", "pig": "grunts", "horse": "neighs", "frog": "croaks", "lion": "roars",
-          "snake": "hisses", "bee": "buzzes", "mouse": "squeaks"}
+          "snake": "hisses", "bee": "buzzes", "mouse": "squeaks", "wolf": "howls", "crow": "caws",
+          "donkey": "brays", "goose": "honks", "dove": "coos", "bear": "growls", "elephant": "trumpets",
+          "monkey": "chatters", "cricket": "chirps", "turkey": "gobbles", "hyena": "laughs", "rooster": "crows"}
+# what each move of a game loses to: two rings of three, so no word's own vector can vote for its winner
+LOSES_TO = {"rock": "paper", "paper": "scissors", "scissors": "rock",
+            "fire": "water", "water": "grass", "grass": "fire"}
 
-KINDS = ("topic", "colour", "swap", "order", "recall")
-TEMPLATE_WORDS = ("went", "to", "the", "and", "bought", "a", "i", "see", ",", ".", "point", "at",
-                  "swap", "voices", "now", "gave", "is", "with")
+KINDS = ("topic", "colour", "game", "swap", "order", "blend", "recall")
+TEMPLATE_WORDS = ("on", "went", "to", "the", "and", "bought", "a", "i", "see", ",", ".", "point", "at",
+                  "swap", "voices", "now", "gave", "is", "with", "plays", "beats", "it", "mixes",
+                  "colour", "of", "kind", "gets", "held", "by", "where")
 
 
 class LanguageError(ValueError):
@@ -115,7 +134,7 @@ class LanguageError(ValueError):
 
 def _all_words():
     words = set(TEMPLATE_WORDS) | set(NAMES) | set(PLACES) | set(THINGS_GIVEN) | set(COLOURS)
-    words |= set(SHOP_GOODS) | set(SHOP_GOODS.values()) | set(THINGS) | set(VOICES) | set(VOICES.values())
+    words |= set(SHOP_GOODS) | set(SHOP_GOODS.values()) | set(DAYS) | set(LOSES_TO) | set(THINGS) | set(VOICES) | set(VOICES.values())
     words |= {thing for by_colour in THINGS.values() for group in by_colour.values() for thing in group}
     return sorted(words)
 
@@ -155,8 +174,8 @@ class Batch:
 
 # --- the sentence kinds: combination -> words, and which pairs of a combination decide the split ---
 
-def _topic(name, shop):
-    return (name, "went", "to", "the", shop, "and", "bought", "a", SHOP_GOODS[shop])
+def _topic(day, name, shop):
+    return ("on", day, name, "went", "to", "the", shop, "and", "bought", "a", SHOP_GOODS[shop])
 
 
 def _colour_of(thing):
@@ -174,26 +193,40 @@ def _colour(first, second, third, asked):
             "i", "point", "at", "the", _colour_of(things[asked]), _category_of(things[asked]))
 
 
+def _game(name1, move, name2):
+    return (name1, "plays", move, "and", name2, "beats", "it", "with", LOSES_TO[move])
+
+
+def _first_of(colour, category):
+    """The blend kind's answer: the first thing listed of that colour and category."""
+    return THINGS[category][colour][0]
+
+
+def _blend(name, coloured, kinded):
+    return (name, "mixes", "the", "colour", "of", "the", coloured, "with", "the", "kind", "of", "the", kinded,
+            "and", "gets", _first_of(_colour_of(coloured), _category_of(kinded)))
+
+
 def _swap(first, second, asked):
     animal, other = (first, second) if asked == 0 else (second, first)
     return ("the", first, "and", "the", second, "swap", "voices", ".", "now", "the", animal, VOICES[other])
 
 
 def _order(giver, receiver, thing):
-    return (giver, "gave", "the", thing, "to", receiver, ".", "now", "the", thing, "is", "with", receiver)
+    return (giver, "gave", "the", thing, "to", receiver, ".", "now", "the", thing, "is", "held", "by", receiver)
 
 
 def _recall(name1, place1, name2, place2, asked):
     name, place = (name1, place1) if asked == 0 else (name2, place2)
     return (name1, "is", "at", "the", place1, "and", name2, "is", "at", "the", place2, ".",
-            name, "is", "at", "the", place)
+            "where", "is", name, place)
 
 
 def _combinations(kind):
     """Every combination of a kind and the pairs that decide its split."""
     if kind == "topic":
-        for name, shop in itertools.product(NAMES, SHOP_GOODS):
-            yield (name, shop), [(name, shop)]
+        for day, name, shop in itertools.product(DAYS, NAMES, SHOP_GOODS):
+            yield (day, name, shop), [(name, shop)]
     elif kind == "colour":
         by_category = [[t for group in THINGS[c].values() for t in group] for c in THINGS]
         for things in itertools.product(*by_category):
@@ -202,6 +235,17 @@ def _combinations(kind):
             for order in itertools.permutations(things):
                 for asked in range(3):
                     yield order + (asked,), [tuple(sorted(things))]
+    elif kind == "game":
+        for name1, name2 in itertools.permutations(NAMES, 2):
+            for move in LOSES_TO:
+                yield (name1, move, name2), [tuple(sorted((name1, name2))) + (move,)]
+    elif kind == "blend":
+        things = [t for by_colour in THINGS.values() for group in by_colour.values() for t in group]
+        for coloured, kinded in itertools.permutations(things, 2):
+            if _colour_of(coloured) == _colour_of(kinded) or _category_of(coloured) == _category_of(kinded):
+                continue        # two colours and two categories: the roles decide between two answers
+            for name in NAMES:
+                yield (name, coloured, kinded), [tuple(sorted((coloured, kinded)))]
     elif kind == "swap":
         for first, second in itertools.permutations(VOICES, 2):
             for asked in range(2):
@@ -219,8 +263,9 @@ def _combinations(kind):
         raise LanguageError(f"unknown sentence kind {kind!r}; the kinds are {', '.join(KINDS)}")
 
 
-_BUILD = {"topic": _topic, "colour": _colour, "swap": _swap, "order": _order, "recall": _recall}
-_ANSWER_INDEX = {"topic": 8, "colour": 16, "swap": 11, "order": 12, "recall": 16}
+_BUILD = {"topic": _topic, "colour": _colour, "game": _game, "swap": _swap, "order": _order, "blend": _blend,
+          "recall": _recall}
+_ANSWER_INDEX = {"topic": 10, "colour": 16, "game": 8, "swap": 11, "order": 13, "blend": 15, "recall": 15}
 
 
 def make_example(kind: str, combination: tuple) -> Example:

@@ -15,6 +15,7 @@ from transformer.models.config import ModelConfig
 from transformer.models.decoder_only import IGNORE, DecoderOnlyTransformer
 from transformer.tasks.dates import PAD, PROMPT_LEN, DateDataset, join_for_decoder_only
 from transformer.training.evaluation import evaluate
+from transformer.training.snapshots import date_probe
 from transformer.training.trainer import TrainConfig, Trainer
 
 
@@ -42,6 +43,9 @@ class DateTrainer(Trainer):
         """The batch's free estimate of held-out exact match (``teacher_forced_exact_match``: the
         stopping rule's cool-down signal), from its pieces' ``rows_loss`` extras: which rows were right."""
         return float(np.concatenate(extras).mean())
+
+    def snapshot_probe(self, model):
+        return date_probe(model)
 
     def evaluate(self, limit: int = None, show_wrong: int = 5) -> dict:
         src, tgt = self.data.test_src, self.data.test_tgt

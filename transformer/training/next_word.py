@@ -31,11 +31,13 @@ from transformer.tasks import language
 from transformer.models.config import DecoderOnlyConfig
 from transformer.models.decoder_only import IGNORE, DecoderOnlyTransformer
 from transformer.decoding import inference, sampler
+from transformer.training.snapshots import sentence_probe
 from transformer.training.trainer import TrainConfig, Trainer
 
 EVAL_PER_KIND = 200        # held-out sentences per kind in an evaluation
 ESTIMATE_PER_KIND = 16     # held-out sentences per kind in each step's estimate (when to cool down)
 KIND_SHARES = {"topic": 0.05, "colour": 0.05, "swap": 0.15, "order": 0.05, "recall": 0.7}
+KINDS = tuple(KIND_SHARES)  # the language's kinds this model learns (game and blend are the attention ladder's)
 MAX_LEN = 32               # positions: the longest sentence (17 words + <bos>) and room to complete a prompt
 
 
@@ -89,7 +91,7 @@ class NextWordTrainer(Trainer):
 
     def make_data(self):
         self.held_out = None
-        return language.Language()      # its default split: the same for every run
+        return language.Language(kinds=KINDS)      # its default split: the same for every run
 
     def sample_batch(self) -> tuple:
         batch = language.encode_batch(self.training_sentences(), loss_on="answer")
@@ -102,8 +104,11 @@ class NextWordTrainer(Trainer):
         loss = F.cross_entropy(logits, targets, ignore_index=IGNORE, label_smoothing=self.config.label_smoothing)
         return loss, int((targets != IGNORE).sum()), None
 
+    def snapshot_probe(self, model):
+        return sentence_probe(model, KINDS)
+
     def kind_scorer(self, per_kind: int):
-        examples = language.Language().evaluation_set(per_kind=per_kind)
+        examples = language.Language(kinds=KINDS).evaluation_set(per_kind=per_kind)
         kinds = list(dict.fromkeys(example.kind for example in examples))
         return kinds, lambda model: [accuracy_by_kind(model, examples)["per_kind"][kind] for kind in kinds]
 

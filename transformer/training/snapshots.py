@@ -71,11 +71,11 @@ def date_probe(model):
             {"encoder-self": (source, source), "decoder-self": (target, target), "cross": (target, source)})
 
 
-def sentence_probe(model):
-    """The first held-out sentence of each kind, one row each (padded to the longest), then the
-    swap and the recall sentence again with the other animal and the other name asked."""
+def sentence_probe(model, kinds):
+    """The first held-out sentence of each of ``kinds``, one row each (padded to the longest), then
+    the swap and the recall sentence again with the other animal and the other name asked."""
     from transformer.tasks import language
-    examples = language.Language().evaluation_set(per_kind=1)      # the split every next-word run trains on
+    examples = language.Language(kinds=kinds).evaluation_set(per_kind=1)   # the split next-word runs train on
     first = {example.kind: example for example in examples}
     for kind in ("swap", "recall"):
         *rest, asked = first[kind].combination
@@ -86,7 +86,6 @@ def sentence_probe(model):
     return (inputs,), rows, {"decoder-self": (words, words)}
 
 
-PROBES = {"dates": date_probe, "next-word": sentence_probe}
 
 
 def attention_modules(model) -> list:
@@ -111,7 +110,7 @@ class AttentionSnapshots:
         if not every:
             return
         model = trainer.model
-        self.inputs, self.probe, labels = PROBES[trainer.TASK](model)
+        self.inputs, self.probe, labels = trainer.snapshot_probe(model)
         self.modules = attention_modules(model)
         self.labels = [labels[kind] for _, kind, _, _ in self.modules]
         self.scorer = trainer.kind_scorer(KIND_ACCURACY_PER_KIND)

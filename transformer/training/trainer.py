@@ -158,6 +158,11 @@ class Trainer(ABC):
     def evaluate(self, limit: int = None, show_wrong: int = 5) -> dict:
         """Held-out evaluation: a dict with at least "exact_match" and "char_accuracy"."""
 
+    @abstractmethod
+    def snapshot_probe(self, model):
+        """-> (model inputs, probe rows in words, {attention kind: (query tokens, key tokens)}): the
+        input whose attention the snapshots record while the run trains (``snapshots.py``)."""
+
     def kind_scorer(self, per_kind: int):
         """A task whose examples come in kinds: (the kinds, model -> each kind's accuracy on a fixed
         held-out set of ``per_kind`` examples each), which the attention snapshots record; else None."""
