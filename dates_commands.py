@@ -97,4 +97,4 @@ def next_word_complete(argv=None):
 
 
 def attention_ladder(argv=None):
-    return _run("transformer.commands.ladder:main", argv)
+    return _run("viz.ladder:main", argv)

@@ -102,7 +102,7 @@ def console_scripts() -> dict:
     from viz.backward_animation import main as backward_animation
     from viz.explorer.cli import main as explore
     from viz.heatmaps import curves_main, main as heatmaps
-    from transformer.commands.ladder import main as attention_ladder
+    from viz.ladder import main as attention_ladder
     return {"attention-ladder": attention_ladder, "dates-explore": explore, "dates-train": train_main, "dates-attention-graph": attention_graph, "dates-heatmaps": heatmaps,
             "dates-backward-animation": backward_animation, "dates-plot-training": curves_main}
 

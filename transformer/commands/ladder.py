@@ -150,15 +150,15 @@ def check_paths(args):
         check_output(args.plot, args.force, PNG, "--plot")
 
 
-def write_outputs(result: LadderResult, args):
-    """Each output whole or not at all (``transformer.files.output_file``)."""
+def write_outputs(result: LadderResult, args, draw):
+    """Each output whole or not at all (``transformer.files.output_file``); ``draw(result)`` -> the
+    picture (a matplotlib Figure)."""
     if args.json:
         write_output(args.json, json.dumps(result.to_json(), indent=2) + "\n", args.force, LADDER_JSON, "--json")
         print(f"\nwrote {args.json}")
     if args.plot:
-        from viz.ladder import plot_ladder
         with atomic_output(args.plot) as tmp:
-            plot_ladder(result).savefig(tmp, format="png", dpi=100)
+            draw(result).savefig(tmp, format="png", dpi=100)
         print(f"wrote {args.plot}")
 
 
@@ -195,9 +195,20 @@ def progress(run):
     print(f"  {RUNGS[run.index].name}, seed {run.seed}: {run.seconds:.0f} s", flush=True)
 
 
-@console_script
-def main(argv=None) -> int:
+def command(draw=None):
+    """The ``attention-ladder`` console script; ``draw(result)`` makes the picture ``--plot`` writes
+    (``viz.ladder.main`` passes ``viz.ladder.plot_ladder``: nothing in transformer/ imports viz/)."""
+    @console_script
+    def main(argv=None) -> int:
+        return run(argv, draw)
+    return main
+
+
+def run(argv, draw) -> int:
     args = parse_args(argv)
+    if args.plot and draw is None:
+        print("error: --plot needs a drawing function: run attention-ladder (viz.ladder.main)", file=sys.stderr)
+        return EXIT_USAGE
     try:
         check_paths(args)                 # refused now, not after minutes of training
     except (OSError, ValueError) as error:
@@ -224,7 +235,7 @@ def main(argv=None) -> int:
     print()
     print(format_scores(result))
     try:
-        write_outputs(result, args)
+        write_outputs(result, args, draw)
     except (OSError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_USAGE
