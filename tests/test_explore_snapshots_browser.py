@@ -25,7 +25,7 @@ def run(tmp_path_factory):
     write_explorer(trainer.model, str(page), "1845-01-05", "cross", 0, check=False,
                    snapshots=str(folder / SNAPSHOTS_NAME))
     with open_page(page) as opened:
-        yield opened, load_snapshots(folder / SNAPSHOTS_NAME)
+        yield opened, load_snapshots(folder / SNAPSHOTS_NAME, trainer.model)
 
 
 def drawn_weights(page):

@@ -66,7 +66,7 @@ def test_recorded_steps_shapes_and_values(run, tmp_path):
     before = probe_attention(fresh)
     trainer = TRAINERS[run](tmp_path, 7, 3)
     trainer.run(progress=False)
-    snapshots = load_snapshots(tmp_path / SNAPSHOTS_NAME)
+    snapshots = load_snapshots(tmp_path / SNAPSHOTS_NAME, trainer.model)
     assert snapshots["steps"].tolist() == [0, 3, 6, 7]          # step 0, every 3, and the last
     assert np.isnan(snapshots["loss"][0]) and np.all(np.isfinite(snapshots["loss"][1:]))
     log = [json.loads(line) for line in open(tmp_path / "train_log.jsonl")]
@@ -102,17 +102,19 @@ def test_resume_continues_without_duplicates(tmp_path):
     parts = tmp_path / "parts"
     dates_trainer("decoder-only", parts, 4, 2).run(progress=False)
     shutil.copy(parts / "model.npz", parts / "step4.npz")
-    Trainer.resume(str(parts / "model.npz"), steps=8).run(progress=False)
-    assert load_snapshots(parts / SNAPSHOTS_NAME)["steps"].tolist() == [0, 2, 4, 6, 8]
+    resumed = Trainer.resume(str(parts / "model.npz"), steps=8)
+    resumed.run(progress=False)
+    model = resumed.model
+    assert load_snapshots(parts / SNAPSHOTS_NAME, model)["steps"].tolist() == [0, 2, 4, 6, 8]
     # from the step-4 checkpoint again: the snapshots after step 4 are dropped, then recorded anew
     Trainer.resume(str(parts / "step4.npz"), steps=8).run(progress=False)
-    resumed, uninterrupted = load_snapshots(parts / SNAPSHOTS_NAME), load_snapshots(whole / SNAPSHOTS_NAME)
+    resumed, uninterrupted = load_snapshots(parts / SNAPSHOTS_NAME, model), load_snapshots(whole / SNAPSHOTS_NAME, model)
     assert resumed["steps"].tolist() == uninterrupted["steps"].tolist() == [0, 2, 4, 6, 8]
     for a, b in zip(resumed["weights"], uninterrupted["weights"]):
         np.testing.assert_array_equal(a, b)
     # into another folder: the snapshots come from the checkpoint's folder
     Trainer.resume(str(parts / "step4.npz"), out_dir=str(tmp_path / "elsewhere"), steps=6).run(progress=False)
-    assert load_snapshots(tmp_path / "elsewhere" / SNAPSHOTS_NAME)["steps"].tolist() == [0, 2, 4, 6]
+    assert load_snapshots(tmp_path / "elsewhere" / SNAPSHOTS_NAME, model)["steps"].tolist() == [0, 2, 4, 6]
 
 
 def test_a_default_run_stays_small(tmp_path):
@@ -136,7 +138,7 @@ def test_a_bad_file_gets_one_line(tmp_path):
     bad = tmp_path / SNAPSHOTS_NAME
     bad.write_bytes(b"not a zip")
     with pytest.raises(SnapshotError, match="not a readable attention snapshots file"):
-        load_snapshots(bad)
+        load_snapshots(bad, dates_trainer("decoder-only", tmp_path, 1, 1).model)
     assert snapshots_beside(str(tmp_path / "model.npz")) == str(bad)
     assert snapshots_beside(str(tmp_path / "elsewhere" / "model.npz")) is None
 

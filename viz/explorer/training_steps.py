@@ -19,7 +19,7 @@ def snapshot_data(model, path) -> dict:
     """The page's ``snapshots``: the steps, loss and accuracy at each (None where not logged),
     and per module the probe's tokens and mask with every step's weights of probe row 0,
     (steps, heads, queries, keys) as float32 (``encode``: the recorded float16 values exactly)."""
-    snapshots = load_snapshots(path)
+    snapshots = load_snapshots(path, model)
     probe_maps = {m["module"]: m for m in attention_maps(model, PROBE_DATE)}
     modules = []
     for name, weights in zip(snapshots["modules"], snapshots["weights"]):
