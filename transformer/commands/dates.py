@@ -267,8 +267,20 @@ def _open_trainer(args, out_dir, make_trainer, trainer_class=None):
     overrides = {k: getattr(args, k) for k in ("target_accuracy", "eval_every", "snapshot_every")
                  if getattr(args, k) is not None}
     trainer = trainer_class.resume(args.resume, out_dir=out_dir, steps=args.steps, **overrides)
+    _check_stored_sizes(args.resume, trainer)
     print(f"resuming {args.resume} at step {trainer.step} (at most {trainer.config.steps}), writing to {out_dir}")
     return trainer
+
+
+def _check_stored_sizes(path, trainer):
+    """A resumed run's stored sizes meet the command line's limits: CheckpointError before the first step."""
+    from transformer.commands.limits import check_stored_sizes
+    from transformer.files.checkpoint import CheckpointError
+    try:
+        check_stored_sizes(trainer.model_config, trainer.config)
+    except ValueError as error:
+        raise CheckpointError(f"checkpoint {path} {error}" if str(error).startswith("stores ") else
+                              f"checkpoint {path} asks for too much: {error}") from None
 
 
 def _train_stopped(error, out_dir, command="dates-train") -> int:

@@ -12,7 +12,8 @@ target (``os.replace`` is atomic) and the folder is fsynced: an interrupted or f
 never leaves a half-written checkpoint, and the previous one stays intact. The file gets the
 usual permissions (0644 under the default umask), like the training log.
 
-Loading trusts nothing: a FIFO or folder is refused before it is opened; member names must
+Loading trusts nothing (the archive's checks are ``npz_archive``'s, shared with the attention
+snapshots): a FIFO or folder is refused before it is read; member names must
 be unique and every member stored uncompressed (``np.savez`` never compresses, so a deflated
 member, which could inflate to gigabytes from a small file, is refused before it is read) and
 no larger than the file itself; ``meta.json`` is at most ``MAX_META_BYTES`` and at most
@@ -21,10 +22,10 @@ array is allocated (no pickle, no object arrays) and the headers must declare as
 the stored config describes before any weight is read; the weights and Adam's moment buffers must
 be finite floating-point numbers within float32's range (the model's dtype: a float64 1e300
 would load as inf); the stored model config must be valid and describe exactly as many
-weights as the file holds; and every stored training value a resumed run uses (the step,
-Adam's step count, betas, eps, weight decay and moment buffers, the learning-rate schedule,
-the stopping rule's state and both random generators' states) is checked for type and range
-(``_check_training_state``). Every problem is one ``CheckpointError`` naming the file and what
+weights as the file holds (and a next-word model's vocabulary be the language's); and every
+stored training value a resumed run uses (the step, Adam's step count, betas, eps, weight
+decay and moment buffers, the learning-rate schedule, the stopping rule's state and both
+random generators' states) is checked for type and range (``_check_training_state``). Every problem is one ``CheckpointError`` naming the file and what
 is wrong. ``check_savable`` refuses to write weights that are not finite, so a run that
 diverged never replaces the last good checkpoint.
 """
@@ -367,3 +368,16 @@ def _check_model_config(path, meta, model_state):
     if stored != expected:
         raise CheckpointError(f"checkpoint {path} does not fit the model it describes (its config "
                               f"means {expected:,} weights, the file holds {stored:,})")
+    _check_language(path, config)
+
+
+def _check_language(path, config):
+    """A next-word model reads and writes the generated language: its vocabulary must be the
+    language's (ids are positions in ``language.VOCAB``), or its outputs are other words or
+    none at all."""
+    if getattr(config, "task", "dates") != "next-word":
+        return
+    from transformer.tasks.language import VOCAB
+    if config.vocab_size != len(VOCAB):
+        raise CheckpointError(f"checkpoint {path} holds a next-word model with a vocabulary of {config.vocab_size} "
+                              f"tokens, not the language's {len(VOCAB)}: it was not written by next-word-train")
