@@ -396,22 +396,22 @@ def _check_beam(beam):
     return None
 
 
-def _stdin_lines(stream):
+def _stdin_lines(stream, max_line: int = MAX_LINE, too_long: str = f"longer than {MAX_LINE} characters, not a date"):
     """(line number, text or None, problem or None) for each line of ``stream``, read a line at
-    a time whatever its size: a line longer than MAX_LINE (binary garbage, /dev/zero) is
-    skipped in chunks and reported, a line that is not UTF-8 is reported."""
+    a time whatever its size: a line longer than ``max_line`` (binary garbage, /dev/zero) is
+    skipped in chunks and reported as ``too_long``, a line that is not UTF-8 is reported."""
     binary = getattr(stream, "buffer", stream)
     number = 0
     while True:
-        line = binary.readline(MAX_LINE + 1)
+        line = binary.readline(max_line + 1)
         if not line:
             return
         number += 1
         newline = b"\n" if isinstance(line, bytes) else "\n"
-        if len(line) > MAX_LINE and not line.endswith(newline):
+        if len(line) > max_line and not line.endswith(newline):
             while line and not line.endswith(newline):      # skip the rest of the line
                 line = binary.readline(1 << 16)
-            yield number, None, f"longer than {MAX_LINE} characters, not a date"
+            yield number, None, too_long
             continue
         if isinstance(line, bytes):
             try:
@@ -491,13 +491,15 @@ def _translate_stdin(translate) -> int:
     return read_stdin(translate, parse_iso_date, DateError, "dates")
 
 
-def read_stdin(handle, check, error_type, what: str, batch_size: int = STDIN_BATCH) -> int:
+def read_stdin(handle, check, error_type, what: str, batch_size: int = STDIN_BATCH, max_line: int = MAX_LINE,
+               too_long: str = f"longer than {MAX_LINE} characters, not a date") -> int:
     """Read stdin's lines and pass them to ``handle`` in batches as they come (one at a time on a
-    terminal); a line ``check`` refuses (raising ``error_type``) gets one error line on stderr and
-    makes the exit status 2, the others are still handled."""
+    terminal); a line ``check`` refuses (raising ``error_type``), or longer than ``max_line``
+    (``too_long`` says so), gets one error line on stderr and makes the exit status 2, the others
+    are still handled."""
     batch, bad, seen = [], 0, 0
     interactive = sys.stdin.isatty()
-    for number, text, problem in _stdin_lines(sys.stdin):
+    for number, text, problem in _stdin_lines(sys.stdin, max_line, too_long):
         if problem is None and not text:
             continue
         seen += 1
