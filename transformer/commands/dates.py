@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from transformer.commands.console import EXIT_INTERRUPTED, EXIT_OUTPUT_LOST, console_script, path_argument
+from transformer.commands.console import (EXIT_INTERRUPTED, EXIT_OUTPUT_LOST, console_script, path_argument,
+                                          sigterm_as_ctrl_c)
 from transformer.commands.console import Parser as _Parser
 from transformer.commands.console import fail as _fail
 from transformer.commands.limits import at_most
@@ -237,8 +238,9 @@ class TrainingCommand:
     compile_seconds: int = COMPILE_SECONDS
 
 
-def _claim_run_folder(args, out_dir, new_trainer=_new_trainer):
-    """Check the settings and the folder, and lock it: -> (lock, make_trainer or None when resuming)."""
+def _claim_run_folder(args, out_dir, new_trainer=_new_trainer, command="dates-train"):
+    """Check the settings and the folder, and lock it (for ``command``, which the lock names):
+    -> (lock, make_trainer or None when resuming)."""
     from transformer.files.run_dir import RunFolderError, RunLock, check_writable_folder
 
     if not out_dir.strip():
@@ -247,7 +249,7 @@ def _claim_run_folder(args, out_dir, new_trainer=_new_trainer):
         raise ValueError(f"--profile must be a step number >= 1, got {args.profile}")
     make_trainer = None if args.resume else new_trainer(args, out_dir)
     check_writable_folder(out_dir)
-    return RunLock(out_dir).acquire(), make_trainer
+    return RunLock(out_dir, command).acquire(), make_trainer
 
 
 def _open_trainer(args, out_dir, make_trainer, trainer_class=None):
@@ -311,7 +313,14 @@ def train_main(argv=None) -> int:
 
 
 def run_training(args, command: TrainingCommand) -> int:
-    """A training command from its parsed options: claim the run folder, train, print the summary."""
+    """A training command from its parsed options: claim the run folder, train, print the summary.
+    SIGTERM is Ctrl-C throughout (inside the loop too: ``interrupt.GracefulInterrupt``), so it
+    is one line and 130 at any moment, never a silent kill."""
+    with sigterm_as_ctrl_c():
+        return _run_training(args, command)
+
+
+def _run_training(args, command: TrainingCommand) -> int:
     from transformer.files.checkpoint import CheckpointError
     from transformer.files.run_dir import RunFolderError
     from transformer.training.session import profiler_available
@@ -321,7 +330,7 @@ def run_training(args, command: TrainingCommand) -> int:
     wall_start = time.perf_counter()
     out_dir = command.out_dir(args)
     try:
-        lock, make_trainer = _claim_run_folder(args, out_dir, command.new_trainer)
+        lock, make_trainer = _claim_run_folder(args, out_dir, command.new_trainer, command.name)
     except ValueError as error:
         return _fail(f"bad setting: {error}")
     except RunFolderError as error:
