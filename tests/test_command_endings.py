@@ -31,7 +31,7 @@ def entry_point(command):
     """The argv of an installed console script, run from the repository without installing it."""
     function = {"dates-train": "train", "next-word-train": "next_word_train"}[command]
     return [sys.executable, "-c", f"import sys; sys.path.insert(0, {REPO!r}); import dates_commands; "
-                                  f"sys.exit(dates_commands.{function}(sys.argv[1:]))"]
+                                  f"sys.exit(dates_commands.{function}())"]          # argv: sys.argv[1:]
 
 
 @pytest.fixture
@@ -160,3 +160,14 @@ def test_warnings_are_python_s_own_again_after_the_command(tmp_path, capsys):
     before = warnings.showwarning
     assert cli.train_main(["--out", str(tmp_path / "run"), *TINY]) == 0
     assert warnings.showwarning is before
+
+
+def test_a_call_with_its_own_argv_leaves_this_process_s_signals_alone(capsys):
+    """Only the process's own command ignores late signals: a call from a test (or any Python
+    caller) with an argv must not leave SIGINT and SIGTERM ignored in the caller and its children."""
+    sys.path.insert(0, REPO)
+    import dates_commands
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    with pytest.raises(SystemExit):
+        dates_commands.train(["--help"])
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before

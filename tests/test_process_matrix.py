@@ -71,7 +71,7 @@ class Run:
         self.log = folder / "train_log.jsonl"
         env = {k: v for k, v in os.environ.items() if k != "MINIGRAD_BLAS_THREADS"}   # the user's default
         code = (f"import sys; sys.path.insert(0, {REPO!r}); import dates_commands; "
-                f"sys.exit(dates_commands.{function}(sys.argv[1:]))")
+                f"sys.exit(dates_commands.{function}())")                # as the console script: sys.argv
         self.process = subprocess.Popen([sys.executable, "-c", code, "--out", str(folder), *extra, *TINY],
                                         cwd=folder.parent, env=env, start_new_session=True,
                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
