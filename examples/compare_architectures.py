@@ -3,7 +3,7 @@
     python examples/compare_architectures.py              # seed 0, both architectures, default configs
     python examples/compare_architectures.py --seeds 0 1 2
 
-For each architecture and seed: train with dates-train's defaults (``Trainer`` with the default
+For each architecture and seed: train with dates-train's defaults (``DateTrainer`` with the default
 ``TrainConfig``: until 99.9% held-out exact match, confirmed after the cool-down), then time
 greedy decoding of the 2,000 held-out dates as dates-evaluate does (the kernels' numpy twins,
 best of 3). Prints a markdown table on stdout (the runs' progress goes to stderr, so
@@ -21,14 +21,15 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from transformer.models.config import DecoderOnlyConfig, ModelConfig  # noqa: E402
 from transformer.training.evaluation import evaluate  # noqa: E402
-from transformer.training.trainer import TrainConfig, Trainer  # noqa: E402
+from transformer.training.trainer import TrainConfig  # noqa: E402
+from transformer.training.dates import DateTrainer
 
 ARCHITECTURES = {"encoder-decoder": ModelConfig, "decoder-only": DecoderOnlyConfig}
 
 
 def measure(architecture: str, seed: int, folder: str) -> dict:
     from minigrad import kernels
-    trainer = Trainer(ARCHITECTURES[architecture](), TrainConfig(seed=seed), out_dir=folder)
+    trainer = DateTrainer(ARCHITECTURES[architecture](), TrainConfig(seed=seed), out_dir=folder)
     with contextlib.redirect_stdout(sys.stderr):      # the run's progress lines: stdout is the table
         summary = trainer.run(progress=False)
     data = trainer.data

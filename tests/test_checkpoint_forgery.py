@@ -14,7 +14,9 @@ from transformer.commands import dates as cli
 from transformer.files.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from transformer.files.npz_archive import NpzArchive
 from transformer.models.config import ModelConfig
-from transformer.training.trainer import TrainConfig, Trainer, load_model
+from transformer.training.trainer import TrainConfig
+from transformer.training.dates import DateTrainer
+from transformer.files.trained_model import load_model
 
 TINY = dict(d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=32)
 WEIGHT = "encoder.layers.0.self_attn.w_o.weight"
@@ -23,7 +25,7 @@ WEIGHT = "encoder.layers.0.self_attn.w_o.weight"
 @pytest.fixture(scope="module")
 def good(tmp_path_factory):
     folder = tmp_path_factory.mktemp("good")
-    trainer = Trainer(ModelConfig(**TINY), TrainConfig(steps=4, batch_size=8, eval_every=0), out_dir=str(folder))
+    trainer = DateTrainer(ModelConfig(**TINY), TrainConfig(steps=4, batch_size=8, eval_every=0), out_dir=str(folder))
     trainer.train_step()
     trainer.train_step()
     path = str(folder / "model.npz")
@@ -152,7 +154,7 @@ def forged(request, good, tmp_path):
 
 def test_every_forgery_is_one_checkpoint_error(forged):
     path, message = forged
-    for load in (load_checkpoint, load_model, Trainer.resume):
+    for load in (load_checkpoint, load_model, DateTrainer.resume):
         with pytest.raises(CheckpointError) as info:
             load(path)
         assert message in str(info.value) and path in str(info.value), str(info.value)
@@ -203,7 +205,7 @@ def test_a_forged_resume_that_diverges_never_replaces_the_checkpoint(good, tmp_p
 
 
 def test_a_good_checkpoint_still_loads_and_resumes(good):
-    trainer = Trainer.resume(good)
+    trainer = DateTrainer.resume(good)
     assert trainer.step == 2 and trainer.optimizer.step_count == 2
 
 

@@ -19,7 +19,9 @@ from transformer.tasks.dates import SRC_LEN, encode_batch
 from transformer.models.decoder_only import DecoderOnlyTransformer
 from transformer.decoding import beam_search, greedy_decode, sample_decode
 from transformer.commands.export import main as export_main
-from transformer.training.trainer import TrainConfig, Trainer, load_model
+from transformer.training.trainer import TrainConfig
+from transformer.training.dates import DateTrainer
+from transformer.files.trained_model import load_model
 from viz.attention_graph import main as attention_graph_main
 from viz.explorer.cli import main as explore_main
 from viz.heatmaps import main as heatmaps_main
@@ -33,7 +35,7 @@ TINY_ARGS = ["--architecture", "decoder-only", "--d-model", "16", "--heads", "2"
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
     folder = tmp_path_factory.mktemp("decoder-only-run")
-    trainer = Trainer(TINY, TrainConfig(steps=3, batch_size=8, eval_every=0, checkpoint_every=0),
+    trainer = DateTrainer(TINY, TrainConfig(steps=3, batch_size=8, eval_every=0, checkpoint_every=0),
                       out_dir=str(folder))
     for _ in range(3):
         trainer.train_step()
@@ -60,7 +62,7 @@ def test_the_checkpoint_records_its_architecture_and_round_trips(checkpoint):
     assert meta["model_config"]["architecture"] == "decoder-only"
     model = load_model(checkpoint)
     assert isinstance(model, DecoderOnlyTransformer) and model.config == TINY
-    resumed = Trainer.resume(checkpoint)
+    resumed = DateTrainer.resume(checkpoint)
     assert isinstance(resumed.model, DecoderOnlyTransformer) and resumed.step == 3
     for name, value in model.state_dict().items():
         assert np.array_equal(value, resumed.model.state_dict()[name])
@@ -177,7 +179,7 @@ def test_explain_says_it_walks_through_the_encoder_decoder(checkpoint, capsys):
 
 def test_an_encoder_decoder_config_still_builds_the_encoder_decoder():
     from transformer.models.encoder_decoder import Transformer
-    from transformer.training.trainer import build_model
+    from transformer.models import build_model
     assert isinstance(build_model(ModelConfig(d_model=16, num_heads=2)), Transformer)
     assert isinstance(build_model(TINY), DecoderOnlyTransformer)
 

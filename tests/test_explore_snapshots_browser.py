@@ -6,7 +6,8 @@ import pytest
 
 from transformer.models.config import ModelConfig
 from transformer.training.snapshots import SNAPSHOTS_NAME, load_snapshots
-from transformer.training.trainer import Trainer, TrainConfig
+from transformer.training.dates import DateTrainer
+from transformer.training.trainer import TrainConfig
 from viz.browser import SKIP_REASON, open_page
 from viz.explorer.cli import write_explorer
 
@@ -18,7 +19,7 @@ MODULE = "decoder.layers.0.cross_attn"
 def run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("run")
     config = ModelConfig(d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=32)
-    trainer = Trainer(config, TrainConfig(steps=12, snapshot_every=4, batch_size=8, lr=1e-2, warmup=1,
+    trainer = DateTrainer(config, TrainConfig(steps=12, snapshot_every=4, batch_size=8, lr=1e-2, warmup=1,
                                           schedule="constant", target_accuracy=0), out_dir=str(folder))
     trainer.run(progress=False)
     page = folder / "explorer.html"

@@ -7,7 +7,8 @@ import os
 import pytest
 
 from transformer.models.config import DecoderOnlyConfig, ModelConfig
-from transformer.training.trainer import TrainConfig, Trainer
+from transformer.training.trainer import TrainConfig
+from transformer.training.dates import DateTrainer
 from viz.heatmaps import main as heatmaps_main
 
 TINY = dict(d_model=16, num_heads=2, d_ff=32)
@@ -20,7 +21,7 @@ def checkpoints(tmp_path_factory):
     paths = {}
     for name, config in (("encoder-decoder", ModelConfig(num_encoder_layers=1, num_decoder_layers=1, **TINY)),
                          ("decoder-only", DecoderOnlyConfig(num_layers=1, **TINY))):
-        trainer = Trainer(config, TrainConfig(steps=1, batch_size=8), out_dir=str(folder / name))
+        trainer = DateTrainer(config, TrainConfig(steps=1, batch_size=8), out_dir=str(folder / name))
         paths[name] = str(folder / f"{name}.npz")
         trainer.save(paths[name])
     return paths

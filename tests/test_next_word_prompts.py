@@ -102,7 +102,7 @@ def test_capitals_are_said_when_the_completion_is_empty(ends_at_once, capsys, mo
 
 def test_the_eos_model_really_ends_at_once(ends_at_once):
     from transformer.training.next_word import complete
-    from transformer.training.trainer import load_model
+    from transformer.files.trained_model import load_model
     model = load_model(ends_at_once, task="next-word")
     assert complete(model, ["ann", "went"]) == []
     assert np.argmax(model.output.bias.data) == language.EOS

@@ -21,7 +21,8 @@ from transformer.decoding import inference
 from transformer.training.next_word import NextWordTrainer, default_model_config, default_train_config
 from transformer.training.snapshots import (SNAPSHOTS_NAME, AttentionSnapshots, SnapshotError, attention_modules,
                                    load_snapshots, snapshots_beside)
-from transformer.training.trainer import Trainer, TrainConfig
+from transformer.training.dates import DateTrainer
+from transformer.training.trainer import TrainConfig
 
 TINY = dict(d_model=16, num_heads=2, d_ff=32)
 TINY_TRAIN = dict(batch_size=8, schedule="constant", warmup=2, target_accuracy=0)
@@ -30,7 +31,7 @@ TINY_TRAIN = dict(batch_size=8, schedule="constant", warmup=2, target_accuracy=0
 def dates_trainer(architecture, out, steps, every, **train):
     config = DecoderOnlyConfig(num_layers=2, **TINY) if architecture == "decoder-only" else \
         ModelConfig(num_encoder_layers=1, num_decoder_layers=2, **TINY)
-    return Trainer(config, TrainConfig(steps=steps, snapshot_every=every, **TINY_TRAIN, **train), out_dir=str(out))
+    return DateTrainer(config, TrainConfig(steps=steps, snapshot_every=every, **TINY_TRAIN, **train), out_dir=str(out))
 
 
 def next_word_trainer(out, steps, every, **train):
@@ -102,25 +103,25 @@ def test_resume_continues_without_duplicates(tmp_path):
     parts = tmp_path / "parts"
     dates_trainer("decoder-only", parts, 4, 2).run(progress=False)
     shutil.copy(parts / "model.npz", parts / "step4.npz")
-    resumed = Trainer.resume(str(parts / "model.npz"), steps=8)
+    resumed = DateTrainer.resume(str(parts / "model.npz"), steps=8)
     resumed.run(progress=False)
     model = resumed.model
     assert load_snapshots(parts / SNAPSHOTS_NAME, model)["steps"].tolist() == [0, 2, 4, 6, 8]
     # from the step-4 checkpoint again: the snapshots after step 4 are dropped, then recorded anew
-    Trainer.resume(str(parts / "step4.npz"), steps=8).run(progress=False)
+    DateTrainer.resume(str(parts / "step4.npz"), steps=8).run(progress=False)
     resumed, uninterrupted = load_snapshots(parts / SNAPSHOTS_NAME, model), load_snapshots(whole / SNAPSHOTS_NAME, model)
     assert resumed["steps"].tolist() == uninterrupted["steps"].tolist() == [0, 2, 4, 6, 8]
     for a, b in zip(resumed["weights"], uninterrupted["weights"]):
         np.testing.assert_array_equal(a, b)
     # into another folder: the snapshots come from the checkpoint's folder
-    Trainer.resume(str(parts / "step4.npz"), out_dir=str(tmp_path / "elsewhere"), steps=6).run(progress=False)
+    DateTrainer.resume(str(parts / "step4.npz"), out_dir=str(tmp_path / "elsewhere"), steps=6).run(progress=False)
     assert load_snapshots(tmp_path / "elsewhere" / SNAPSHOTS_NAME, model)["steps"].tolist() == [0, 2, 4, 6]
 
 
 def test_a_default_run_stays_small(tmp_path):
     """A default date run at --snapshot-every 10 records at most 61 steps (0 to 600): every
     array uncompressed stays under 1 MB, and so does the file."""
-    trainer = Trainer(out_dir=str(tmp_path))
+    trainer = DateTrainer(out_dir=str(tmp_path))
     recorder = AttentionSnapshots(trainer, 10, str(tmp_path / SNAPSHOTS_NAME))
     rng = np.random.default_rng(0)
     for step in range(0, trainer.config.steps + 1, 10):

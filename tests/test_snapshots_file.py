@@ -20,7 +20,8 @@ from transformer.files import snapshots_file
 from transformer.files.npz_archive import NpzArchive
 from transformer.models.config import ModelConfig
 from transformer.training.snapshots import SNAPSHOTS_NAME, SnapshotError, load_snapshots
-from transformer.training.trainer import TrainConfig, Trainer
+from transformer.training.trainer import TrainConfig
+from transformer.training.dates import DateTrainer
 from viz.explorer.cli import main as explore_main
 
 EXPLORE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "explore.py")
@@ -28,7 +29,7 @@ TINY = ModelConfig(d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_la
 
 
 def tiny_run(folder, steps=2):
-    trainer = Trainer(TINY, TrainConfig(steps=steps, batch_size=8, schedule="constant", warmup=1, target_accuracy=0,
+    trainer = DateTrainer(TINY, TrainConfig(steps=steps, batch_size=8, schedule="constant", warmup=1, target_accuracy=0,
                                         snapshot_every=1), out_dir=str(folder))
     trainer.run(progress=False)
     return trainer
@@ -208,7 +209,7 @@ def test_a_resumed_run_says_it_in_one_line_and_trains_on(run_with, name, capsys)
     assert code == 0, err
     assert len(notes) == 1 and message in notes[0] and "records its own from step 2" in notes[0], err
     assert "Traceback" not in err
-    resumed = Trainer.resume(str(folder / "model.npz"))
+    resumed = DateTrainer.resume(str(folder / "model.npz"))
     assert load_snapshots(folder / SNAPSHOTS_NAME, resumed.model)["steps"].tolist() == [2, 3]
 
 

@@ -14,7 +14,9 @@ from transformer.files.checkpoint import CheckpointError, load_checkpoint, save_
 from transformer.models.config import DecoderOnlyConfig, ModelConfig
 from transformer.tasks import language
 from transformer.training.next_word import NextWordTrainer, default_model_config, default_train_config
-from transformer.training.trainer import TrainConfig, Trainer, load_model
+from transformer.training.trainer import TrainConfig
+from transformer.training.dates import DateTrainer
+from transformer.files.trained_model import load_model
 
 TINY_TRAIN = dict(steps=4, batch_size=8, schedule="constant", warmup=1, target_accuracy=0)
 
@@ -45,7 +47,7 @@ def one_line_error(capsys, *needles):
 @pytest.mark.parametrize("command", ["dates-train", "next-word-train"])
 def test_a_stored_batch_size_above_the_limit_is_refused_before_a_step(command, tmp_path, capsys):
     if command == "dates-train":
-        trainer = Trainer(ModelConfig(d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=32),
+        trainer = DateTrainer(ModelConfig(d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=32),
                           TrainConfig(**TINY_TRAIN), out_dir=str(tmp_path))
         main = cli.train_main
     else:
@@ -66,7 +68,7 @@ def test_a_stored_batch_size_above_the_limit_is_refused_before_a_step(command, t
 def test_stored_sizes_whose_activations_pass_the_limit_are_refused(tmp_path, capsys):
     """Each size within its own limit, together more activation memory than a command line may ask."""
     config = ModelConfig(d_model=8, num_heads=2, num_encoder_layers=4, num_decoder_layers=4, d_ff=512)
-    path = saved(Trainer(config, TrainConfig(**TINY_TRAIN), out_dir=str(tmp_path)), tmp_path / "model.npz")
+    path = saved(DateTrainer(config, TrainConfig(**TINY_TRAIN), out_dir=str(tmp_path)), tmp_path / "model.npz")
     rewrite(path, lambda meta: meta["train_config"].update(batch_size=16_384))
     assert cli.train_main(["--resume", path, "--no-progress"]) == 2
     one_line_error(capsys, path, "a batch of 16384 would need", "more than the limit of 268,435,456")
@@ -76,7 +78,7 @@ def test_stored_sizes_whose_activations_pass_the_limit_are_refused(tmp_path, cap
 @pytest.fixture(scope="module")
 def date_model_relabelled(tmp_path_factory):
     folder = tmp_path_factory.mktemp("relabelled")
-    trainer = Trainer(DecoderOnlyConfig(d_model=16, num_heads=2, num_layers=1, d_ff=32), TrainConfig(**TINY_TRAIN),
+    trainer = DateTrainer(DecoderOnlyConfig(d_model=16, num_heads=2, num_layers=1, d_ff=32), TrainConfig(**TINY_TRAIN),
                       out_dir=str(folder))
     return rewrite(saved(trainer, folder / "model.npz"), lambda meta: meta["model_config"].update(task="next-word"))
 

@@ -27,7 +27,7 @@ from transformer.training import trainer as training
 from transformer.files.checkpoint import load_checkpoint
 from transformer.files.run_dir import LOCK_NAME
 from transformer.training.stopping import TargetStop
-from transformer.training.trainer import Trainer
+from transformer.training.dates import DateTrainer
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = ["--d-model", "16", "--heads", "2", "--layers", "1", "--d-ff", "32", "--batch-size", "8",
@@ -102,7 +102,7 @@ def test_interrupt_before_the_first_step_saves_nothing(tmp_path, capsys, monkeyp
     def interrupted(self, workers=1):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(Trainer, "train_step", interrupted)
+    monkeypatch.setattr(DateTrainer, "train_step", interrupted)
     code, out, err = train(capsys, "--out", tmp_path, "--max-steps", 5, *TINY)
     assert code == 130 and err.count("\n") == 1 and "interrupted before a step was saved" in err
     assert not (tmp_path / "model.npz").exists() and not (tmp_path / LOCK_NAME).exists()
@@ -266,13 +266,13 @@ def test_target_stop_rule():
 def scripted(monkeypatch, accuracy_at, batch_at=lambda step: 1.0):
     """Held-out accuracy and each training batch's exact match as functions of the step."""
     steps = iter(range(1, 10 ** 6))
-    monkeypatch.setattr(Trainer, "batch_estimate", lambda self, extras: batch_at(next(steps)))
-    monkeypatch.setattr(Trainer, "evaluate", lambda self, limit=None, show_wrong=5: {
+    monkeypatch.setattr(DateTrainer, "batch_estimate", lambda self, extras: batch_at(next(steps)))
+    monkeypatch.setattr(DateTrainer, "evaluate", lambda self, limit=None, show_wrong=5: {
         "exact_match": accuracy_at(self.step), "char_accuracy": 1.0, "count": 2000, "wrong": []})
 
 
 def tiny_trainer(tmp_path):
-    return Trainer(training.ModelConfig(d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1,
+    return DateTrainer(training.ModelConfig(d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1,
                                         d_ff=32),
                    training.TrainConfig(steps=200, batch_size=8, warmup=4, cooldown=6, target_accuracy=0.99),
                    out_dir=str(tmp_path))
@@ -288,7 +288,7 @@ def test_run_cools_down_when_the_batches_are_right_and_stops_when_it_holds(tmp_p
     assert summary["steps"] == 18 and summary["target_confirmed"] and summary["reached_step"] == 18
     assert trainer.optimizer.lr == pytest.approx(trainer.config.lr * trainer.config.final_lr_fraction)
     assert load_checkpoint(str(tmp_path / "model.npz"))[2]["step"] == 18
-    assert Trainer.resume(str(tmp_path / "model.npz")).run(progress=False)["steps"] == 18   # done is done
+    assert DateTrainer.resume(str(tmp_path / "model.npz")).run(progress=False)["steps"] == 18   # done is done
 
 
 def test_a_settled_model_below_the_target_trains_on(tmp_path, monkeypatch):
@@ -307,9 +307,9 @@ def test_a_real_run_stops_at_a_low_target(tmp_path, monkeypatch):
     well before its 600-step cap, at a confirmed target. Measured while writing this test:
     held-out exact match 28.0% at step 162, 48.6% at 172 (the cool-down began), 72.6% at the
     stop at step 192 (on a quiet 2-core machine ~10 s; 8 min on a heavily shared one)."""
-    full = Trainer.evaluate
-    monkeypatch.setattr(Trainer, "evaluate", lambda self, limit=None, show_wrong=5: full(self, 500, show_wrong))
-    trainer = Trainer(training.ModelConfig(d_model=32, num_heads=4, num_encoder_layers=1, num_decoder_layers=1,
+    full = DateTrainer.evaluate
+    monkeypatch.setattr(DateTrainer, "evaluate", lambda self, limit=None, show_wrong=5: full(self, 500, show_wrong))
+    trainer = DateTrainer(training.ModelConfig(d_model=32, num_heads=4, num_encoder_layers=1, num_decoder_layers=1,
                                            d_ff=64),
                       training.TrainConfig(steps=600, batch_size=64, lr=3e-3, warmup=50, cooldown=20,
                                            target_accuracy=0.3), out_dir=str(tmp_path))

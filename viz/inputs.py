@@ -110,7 +110,7 @@ def load_or_create_model(checkpoint=None, seed=0, d_model=None, heads=None, laye
         if any(v is not None for v in (d_model, heads, layers)):
             print("note: --d-model/--heads/--layers apply to a fresh model; the checkpoint's shape is used",
                   file=sys.stderr)
-        from transformer.training.trainer import load_model
+        from transformer.files.trained_model import load_model
         return load_model(checkpoint)
     defaults = ModelConfig()
     d_model = d_model or defaults.d_model

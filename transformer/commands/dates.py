@@ -193,12 +193,13 @@ def _new_model_config(args):
 
 def _new_trainer(args, out_dir):
     from transformer.commands.limits import check_model_size
-    from transformer.training.trainer import TrainConfig, Trainer
+    from transformer.training.trainer import TrainConfig
+    from transformer.training.dates import DateTrainer
 
     model_config = _new_model_config(args)
     train_config = TrainConfig(**train_values(args))   # every number checked before any work
     check_model_size(model_config, train_config.batch_size)
-    return lambda: Trainer(model_config, train_config, out_dir=out_dir)
+    return lambda: DateTrainer(model_config, train_config, out_dir=out_dir)
 
 
 def train_values(args) -> dict:
@@ -231,7 +232,7 @@ class TrainingCommand:
     """What one training command brings to ``run_training``, which runs it (dates-train here,
     next-word-train in next_word_cli.py)."""
     name: str                 # the command, for "resume with: NAME --resume ..."
-    trainer_class: type       # a Trainer (class): resumes a run
+    trainer_class: type       # a DateTrainer (class): resumes a run
     out_dir: object           # args -> the run folder
     new_trainer: object       # (args, out_dir) -> a function that makes a new run's trainer
     print_summary: object     # (summary, trainer, wall seconds) -> prints the end of the run
@@ -253,10 +254,10 @@ def _claim_run_folder(args, out_dir, new_trainer=_new_trainer, command="dates-tr
 
 
 def _open_trainer(args, out_dir, make_trainer, trainer_class=None):
-    """The Trainer of a new run, or of the resumed one, once the folder may be written."""
+    """The DateTrainer of a new run, or of the resumed one, once the folder may be written."""
     from transformer.files.run_dir import refuse_to_overwrite, remove_stale_temporaries
-    from transformer.training.trainer import Trainer
-    trainer_class = trainer_class or Trainer
+    from transformer.training.dates import DateTrainer
+    trainer_class = trainer_class or DateTrainer
 
     remove_stale_temporaries(out_dir)
     checkpoint = os.path.join(out_dir, "model.npz")
@@ -305,10 +306,10 @@ def _train_stopped(error, out_dir, command="dates-train") -> int:
 
 @console_script
 def train_main(argv=None) -> int:
-    from transformer.training.trainer import Trainer
+    from transformer.training.dates import DateTrainer
 
     args = _train_parser().parse_args(argv)
-    return run_training(args, TrainingCommand("dates-train", Trainer, _train_out_dir, _new_trainer,
+    return run_training(args, TrainingCommand("dates-train", DateTrainer, _train_out_dir, _new_trainer,
                                               lambda *summary: _print_summary(*summary)))
 
 
@@ -436,7 +437,7 @@ def translate_main(argv=None) -> int:
     from transformer.files.checkpoint import CheckpointError
     from transformer.tasks.dates import DateError, parse_iso_date
     from transformer.files.run_dir import default_checkpoint
-    from transformer.training.trainer import load_model
+    from transformer.files.trained_model import load_model
 
     args = _translate_parser().parse_args(argv)
     if not args.dates and sys.stdin is None:
@@ -564,7 +565,7 @@ def evaluate_main(argv=None) -> int:
     from transformer.tasks.dates import DateDataset
     from transformer.training.evaluation import evaluate
     from transformer.files.run_dir import default_checkpoint
-    from transformer.training.trainer import load_model
+    from transformer.files.trained_model import load_model
 
     p = _Parser(prog="dates-evaluate", description="Accuracy on the 2,000 held-out dates.")
     p.add_argument("--checkpoint", default=None, type=path_argument,

@@ -161,7 +161,7 @@ def complete_main(argv=None) -> int:
     from transformer.files.checkpoint import CheckpointError
     from transformer.tasks.language import LanguageError, split_words
     from transformer.files.run_dir import default_checkpoint
-    from transformer.training.trainer import load_model
+    from transformer.files.trained_model import load_model
 
     args = _complete_parser().parse_args(argv)
     if not args.prompts and sys.stdin is None:
