@@ -33,7 +33,23 @@ def _run(target: str, argv):
         raise
     finally:
         signal.signal(signal.SIGINT, previous)
-    return main(argv)
+    try:
+        return main(argv)
+    finally:
+        if argv is None:         # the process's own command (a console script), not a call in a test
+            _finished()
+
+
+def _finished():
+    """The command is done and has said everything: Python's teardown after it (about a second
+    once Numba's code is loaded) ignores Ctrl-C and SIGTERM, so a late signal cannot turn a
+    finished command's exit status into a silent -2 or -15. SIGKILL still ends it. Only for the
+    process's own command: ignored signals would outlast a call in a test and reach its children."""
+    for name in ("SIGINT", "SIGTERM"):
+        try:
+            signal.signal(getattr(signal, name), signal.SIG_IGN)
+        except (ValueError, OSError):      # not the main thread: leave it
+            pass
 
 
 def _interrupted_at_start() -> int:

@@ -6,10 +6,12 @@
 For each architecture and seed: train with dates-train's defaults (``DateTrainer`` with the default
 ``TrainConfig``: until 99.9% held-out exact match, confirmed after the cool-down), then time
 greedy decoding of the 2,000 held-out dates as dates-evaluate does (the kernels' numpy twins,
-best of 3). Prints a markdown table: parameters, the step and training seconds at which the
+best of 3). Prints a markdown table on stdout (the runs' progress goes to stderr, so
+``> table.md`` keeps the table alone): parameters, the step and training seconds at which the
 target was first reached (and confirmed), held-out exact match, greedy dates/s.
 """
 import argparse
+import contextlib
 import os
 import sys
 import tempfile
@@ -28,7 +30,8 @@ ARCHITECTURES = {"encoder-decoder": ModelConfig, "decoder-only": DecoderOnlyConf
 def measure(architecture: str, seed: int, folder: str) -> dict:
     from minigrad import kernels
     trainer = DateTrainer(ARCHITECTURES[architecture](), TrainConfig(seed=seed), out_dir=folder)
-    summary = trainer.run(progress=False)
+    with contextlib.redirect_stdout(sys.stderr):      # the run's progress lines: stdout is the table
+        summary = trainer.run(progress=False)
     data = trainer.data
     rates = []
     with kernels.use_backend("numpy"):

@@ -7,6 +7,11 @@ bit for bit (resume equals an uninterrupted run), so the suite pins one thread; 
 thread tests set ``MINIGRAD_BLAS_THREADS`` themselves with monkeypatch, and
 test_repeatable_runs.py runs without it, as a user would.
 
+Every test runs in an empty working folder of its own (``empty_working_folder``; module and
+session fixtures in one made for the session): what a user has in the folder the suite is
+started from (``runs/`` after the README's commands) never changes a result, and a command a
+test runs with its default output paths writes there, not into the repository.
+
 Graphviz's ``dot`` is optional: tests that render skip with a one-line reason
 without it (``@pytest.mark.needs_dot``, or a ``skipif`` of their own), and ``path_without_dot``
 gives a PATH on which every program but ``dot`` is still found, so the no-dot
@@ -19,6 +24,25 @@ import pytest
 
 os.environ["MINIGRAD_BLAS_THREADS"] = "1"
 
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_working_folder(tmp_path_factory):
+    """Session and module fixtures run before the per-test folder exists: this one is theirs."""
+    start = os.getcwd()
+    os.chdir(tmp_path_factory.mktemp("session-cwd"))
+    try:
+        yield
+    finally:
+        os.chdir(start)
+
+
+@pytest.fixture(autouse=True)
+def empty_working_folder(_session_working_folder, tmp_path_factory, monkeypatch):
+    """Each test starts in an empty folder of its own (``monkeypatch.chdir`` in a test still works)."""
+    folder = tmp_path_factory.mktemp("cwd")
+    monkeypatch.chdir(folder)
+    return folder
 
 
 def pytest_configure(config):

@@ -12,6 +12,7 @@ import pytest
 from transformer.files import checkpoint as checkpoint_module
 from transformer.commands import dates as cli
 from transformer.files.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from transformer.files.npz_archive import NpzArchive
 from transformer.models.config import ModelConfig
 from transformer.training.trainer import TrainConfig
 from transformer.training.dates import DateTrainer
@@ -214,9 +215,9 @@ def test_weights_beyond_what_the_config_describes_are_refused_before_any_is_read
     path = rewrite(good, tmp_path / "model.npz", lambda m, o, s, meta: m.update({"output.bias": np.zeros(10 ** 6,
                                                                                                      np.float32)}))
     read = []
-    real = checkpoint_module._read_data
-    monkeypatch.setattr(checkpoint_module, "_read_data", lambda archive, member: read.append(member.filename)
-                        or real(archive, member))
+    real = NpzArchive._read_one
+    monkeypatch.setattr(NpzArchive, "_read_one", lambda npz, member: read.append(member.filename)
+                        or real(npz, member))
     with pytest.raises(CheckpointError, match="does not fit the model it describes"):
         load_checkpoint(path)
     assert read == ["meta.json.npy"]

@@ -147,7 +147,7 @@ def test_export_accepts_it(checkpoint, tmp_path, capsys):
 def test_heatmaps_draw_its_one_kind(checkpoint, tmp_path, capsys):
     code, out, err = run(heatmaps_main, ["--checkpoint", checkpoint, "--out-dir", str(tmp_path)], capsys)
     assert code == 0, err
-    assert sorted(os.listdir(tmp_path)) == ["attention_decoder-self.png"]
+    assert sorted(os.listdir(tmp_path)) == ["attention_decoder-only.png"]
 
 
 def test_attention_graph_defaults_to_its_kind_and_refuses_the_others(checkpoint, tmp_path, capsys):

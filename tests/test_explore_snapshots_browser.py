@@ -4,6 +4,8 @@ and compared with the snapshots file), with the step and its loss in the label."
 import numpy as np
 import pytest
 
+from viz.explorer.training_steps import snapshot_probe
+
 from transformer.models.config import ModelConfig
 from transformer.training.snapshots import SNAPSHOTS_NAME, load_snapshots
 from transformer.training.dates import DateTrainer
@@ -26,7 +28,7 @@ def run(tmp_path_factory):
     write_explorer(trainer.model, str(page), "1845-01-05", "cross", 0, check=False,
                    snapshots=str(folder / SNAPSHOTS_NAME))
     with open_page(page) as opened:
-        yield opened, load_snapshots(folder / SNAPSHOTS_NAME)
+        yield opened, load_snapshots(folder / SNAPSHOTS_NAME, trainer.model, snapshot_probe(trainer.model))
 
 
 def drawn_weights(page):

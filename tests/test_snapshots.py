@@ -13,6 +13,8 @@ import shutil
 import numpy as np
 import pytest
 
+from viz.explorer.training_steps import snapshot_probe
+
 import minigrad
 from transformer.commands import dates as cli
 from transformer.commands import next_word as next_word_cli
@@ -67,7 +69,7 @@ def test_recorded_steps_shapes_and_values(run, tmp_path):
     before = probe_attention(fresh)
     trainer = TRAINERS[run](tmp_path, 7, 3)
     trainer.run(progress=False)
-    snapshots = load_snapshots(tmp_path / SNAPSHOTS_NAME)
+    snapshots = load_snapshots(tmp_path / SNAPSHOTS_NAME, trainer.model, snapshot_probe(trainer.model))
     assert snapshots["steps"].tolist() == [0, 3, 6, 7]          # step 0, every 3, and the last
     assert np.isnan(snapshots["loss"][0]) and np.all(np.isfinite(snapshots["loss"][1:]))
     log = [json.loads(line) for line in open(tmp_path / "train_log.jsonl")]
@@ -127,17 +129,19 @@ def test_resume_continues_without_duplicates(tmp_path):
     parts = tmp_path / "parts"
     dates_trainer("decoder-only", parts, 4, 2).run(progress=False)
     shutil.copy(parts / "model.npz", parts / "step4.npz")
-    DateTrainer.resume(str(parts / "model.npz"), steps=8).run(progress=False)
-    assert load_snapshots(parts / SNAPSHOTS_NAME)["steps"].tolist() == [0, 2, 4, 6, 8]
+    resumed = DateTrainer.resume(str(parts / "model.npz"), steps=8)
+    resumed.run(progress=False)
+    model = resumed.model
+    assert load_snapshots(parts / SNAPSHOTS_NAME, model, snapshot_probe(model))["steps"].tolist() == [0, 2, 4, 6, 8]
     # from the step-4 checkpoint again: the snapshots after step 4 are dropped, then recorded anew
     DateTrainer.resume(str(parts / "step4.npz"), steps=8).run(progress=False)
-    resumed, uninterrupted = load_snapshots(parts / SNAPSHOTS_NAME), load_snapshots(whole / SNAPSHOTS_NAME)
+    resumed, uninterrupted = load_snapshots(parts / SNAPSHOTS_NAME, model, snapshot_probe(model)), load_snapshots(whole / SNAPSHOTS_NAME, model, snapshot_probe(model))
     assert resumed["steps"].tolist() == uninterrupted["steps"].tolist() == [0, 2, 4, 6, 8]
     for a, b in zip(resumed["weights"], uninterrupted["weights"]):
         np.testing.assert_array_equal(a, b)
     # into another folder: the snapshots come from the checkpoint's folder
     DateTrainer.resume(str(parts / "step4.npz"), out_dir=str(tmp_path / "elsewhere"), steps=6).run(progress=False)
-    assert load_snapshots(tmp_path / "elsewhere" / SNAPSHOTS_NAME)["steps"].tolist() == [0, 2, 4, 6]
+    assert load_snapshots(tmp_path / "elsewhere" / SNAPSHOTS_NAME, model, snapshot_probe(model))["steps"].tolist() == [0, 2, 4, 6]
 
 
 def test_a_default_run_stays_small(tmp_path):
@@ -160,8 +164,9 @@ def test_a_default_run_stays_small(tmp_path):
 def test_a_bad_file_gets_one_line(tmp_path):
     bad = tmp_path / SNAPSHOTS_NAME
     bad.write_bytes(b"not a zip")
+    model = dates_trainer("decoder-only", tmp_path, 1, 1).model
     with pytest.raises(SnapshotError, match="not a readable attention snapshots file"):
-        load_snapshots(bad)
+        load_snapshots(bad, model, snapshot_probe(model))
     assert snapshots_beside(str(tmp_path / "model.npz")) == str(bad)
     assert snapshots_beside(str(tmp_path / "elsewhere" / "model.npz")) is None
 

@@ -174,7 +174,7 @@ def test_a_live_lock_refuses_a_second_run_and_a_stale_one_is_taken_over(tmp_path
     try:
         (tmp_path / LOCK_NAME).write_text(f"{sleeper.pid}\n")
         code, _, err = train(capsys, "--out", tmp_path, "--max-steps", 2, *TINY)
-        assert_one_line_error(code, err, f"another dates-train (pid {sleeper.pid}) is writing to {tmp_path}")
+        assert_one_line_error(code, err, f"another training run (pid {sleeper.pid}) is writing to {tmp_path}")
     finally:
         sleeper.kill()
         sleeper.wait()

@@ -135,18 +135,22 @@ def _label_panel(ax, layer, head, queries, keys, first_column, last_row):
         ax.set_ylabel("query", fontsize=9)
 
 
-def heatmap_paths(out_dir, prefix, kinds=KINDS) -> dict:
-    """kind -> the PNG ``save_attention_heatmaps`` writes for it."""
+def heatmap_paths(out_dir, prefix, kinds=KINDS, decoder_only: bool = False) -> dict:
+    """kind -> the PNG ``save_attention_heatmaps`` writes for it: ``<prefix>_<kind>.png`` for the
+    encoder-decoder, ``<prefix>_decoder-only.png`` for the decoder-only model's one kind, so the
+    two architectures never write (or refuse over) each other's pictures in one folder."""
+    if decoder_only:
+        return {"decoder-self": os.path.join(out_dir, f"{prefix}_decoder-only.png")}
     return {kind: os.path.join(out_dir, f"{prefix}_{kind}.png") for kind in kinds}
 
 
 def save_attention_heatmaps(model, date: str, out_dir=".", prefix="attention", dpi=DPI,
                             untrained: bool = False, force=True) -> dict:
-    """Write ``<prefix>_<kind>.png`` for each kind the model has (the encoder-decoder three, the
-    decoder-only model ``decoder-self``); returns kind -> SavedFigure.
+    """Write ``<prefix>_<kind>.png`` for each kind the encoder-decoder has, or the decoder-only
+    model's ``<prefix>_decoder-only.png`` (``heatmap_paths``); returns kind -> SavedFigure.
 
     An existing PNG is replaced only with ``force`` (``transformer.files.output_file``)."""
-    paths = heatmap_paths(out_dir, prefix, attention_kinds(model))
+    paths = heatmap_paths(out_dir, prefix, attention_kinds(model), is_decoder_only(model))
     make_output_folder(out_dir, "--out-dir")
     check_outputs(paths.values(), force, "--out-dir or --prefix")
     maps = attention_maps(model, date, untrained)
@@ -243,8 +247,12 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         source_ids(args.date)              # a bad date fails before a model is built or announced
-        check_outputs(heatmap_paths(args.out_dir, args.prefix).values(), args.force, "--out-dir or --prefix")
-        chosen = model_from_args(args)
+        notes = []                         # which model: said once its pictures may be written
+        chosen = model_from_args(args, say=notes.append)
+        check_outputs(heatmap_paths(args.out_dir, args.prefix, attention_kinds(chosen.model),
+                                    is_decoder_only(chosen.model)).values(), args.force, "--out-dir or --prefix")
+        for note in notes:
+            print(note, file=sys.stderr)
         saved = save_attention_heatmaps(chosen.model, args.date, args.out_dir, args.prefix,
                                         untrained=not chosen.trained, force=args.force)
     except (DateError, ValueError, OSError, CheckpointError) as error:

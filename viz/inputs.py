@@ -65,8 +65,8 @@ def add_model_arguments(parser, default_date="1845-01-05", date_option=True):
     parser.add_argument("--layers", type=int, default=None, help="encoder and decoder layers of the fresh model")
 
 
-def model_from_args(args) -> ChosenModel:
-    return choose_model(args.checkpoint, args.untrained, args.seed, args.d_model, args.heads, args.layers)
+def model_from_args(args, say=None) -> ChosenModel:
+    return choose_model(args.checkpoint, args.untrained, args.seed, args.d_model, args.heads, args.layers, say=say)
 
 
 def choose_model(checkpoint=None, untrained=False, seed=None, d_model=None, heads=None, layers=None,

@@ -9,15 +9,20 @@
   does (``interrupt.request_stop``), so it saves its last completed step and says how to resume;
 - stderr closed or full (``2>&-``, ``2>/dev/full``): messages are dropped, the work goes on and
   the exit code still tells what happened;
-- Ctrl-C that the command does not handle itself: one line and exit 130, never a traceback.
+- Ctrl-C that the command does not handle itself: one line and exit 130, never a traceback;
+- a Python warning: one ``warning: ...`` line (``_one_line_warning``), not Python's two.
 
 ``Parser`` is argparse with the project's one-line errors (exit code 2, as argparse's own),
 which also checks ``MINIGRAD_BLAS_THREADS`` before any work.
 """
 import argparse
+import contextlib
 import functools
 import os
+import signal
 import sys
+import threading
+import warnings
 
 EXIT_USAGE = 2              # a bad argument, date, checkpoint or folder (argparse's code too)
 EXIT_INTERRUPTED = 130      # 128 + SIGINT, what a shell reports for Ctrl-C
@@ -162,7 +167,9 @@ def console_script(main):
                 _say("error: stdout is closed, so nothing could be printed: run without >&-")
                 return EXIT_OUTPUT_LOST
             sys.stdout = guarded_out = _GuardedOutput(stdout, _stdout_lost)
-            code = main(argv)
+            with warnings.catch_warnings():        # Python's own state comes back after the command
+                warnings.showwarning = _one_line_warning
+                code = main(argv)
             sys.stdout.flush()
             if guarded_out.error is not None:      # lost while a training run was saving its last step
                 return _report_lost(guarded_out.error)
@@ -177,6 +184,30 @@ def console_script(main):
                 sys.stderr.close()                 # the /dev/null opened for a closed stderr
             sys.stdout, sys.stderr = stdout, stderr
     return wrapper
+
+
+def _one_line_warning(message, category, filename, lineno, file=None, line=None):
+    """A Python warning, as a user reads it: ``warning: ...`` in one line, without Python's file
+    path, category and source line."""
+    _say("warning: " + " ".join(str(message).split()))
+
+
+@contextlib.contextmanager
+def sigterm_as_ctrl_c():
+    """Inside the block SIGTERM raises KeyboardInterrupt, as Ctrl-C does, so a command that
+    handles Ctrl-C (one line, exit 130) handles SIGTERM the same way; the previous handler
+    comes back after it. Signal handlers belong to the main thread: elsewhere, nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _report_lost(error) -> int:

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from transformer.commands.console import EXIT_INTERRUPTED, EXIT_OUTPUT_LOST, console_script, path_argument
+from transformer.commands.console import (EXIT_INTERRUPTED, EXIT_OUTPUT_LOST, console_script, path_argument,
+                                          sigterm_as_ctrl_c)
 from transformer.commands.console import Parser as _Parser
 from transformer.commands.console import fail as _fail
 from transformer.commands.limits import at_most
@@ -243,10 +244,10 @@ class TrainingCommand:
     compile_seconds: int = COMPILE_SECONDS
 
 
-def _claim_run_folder(args, out_dir, new_trainer=_new_trainer, writes=True):
-    """Check the settings and the folder, and lock it: -> (lock, make_trainer or None when resuming).
-    A process that does not write (an MPI rank but 0) only checks the settings."""
-    from contextlib import nullcontext
+def _claim_run_folder(args, out_dir, new_trainer=_new_trainer, writes=True, command="dates-train"):
+    """Check the settings and the folder, and lock it (for ``command``, which the lock names):
+    -> (lock, make_trainer or None when resuming). A process that does not write (an MPI rank but
+    0) only checks the settings."""
     from transformer.files.run_dir import RunFolderError, RunLock, check_writable_folder
 
     if not out_dir.strip():
@@ -257,7 +258,7 @@ def _claim_run_folder(args, out_dir, new_trainer=_new_trainer, writes=True):
     if not writes:
         return _NoLock(), make_trainer
     check_writable_folder(out_dir)
-    return RunLock(out_dir).acquire(), make_trainer
+    return RunLock(out_dir, command).acquire(), make_trainer
 
 
 class _NoLock:
@@ -283,8 +284,20 @@ def _open_trainer(args, out_dir, make_trainer, trainer_class=None, writes=True):
     overrides = {k: getattr(args, k) for k in ("target_accuracy", "eval_every", "snapshot_every")
                  if getattr(args, k) is not None}
     trainer = trainer_class.resume(args.resume, out_dir=out_dir, steps=args.steps, **overrides)
+    _check_stored_sizes(args.resume, trainer)
     print(f"resuming {args.resume} at step {trainer.step} (at most {trainer.config.steps}), writing to {out_dir}")
     return trainer
+
+
+def _check_stored_sizes(path, trainer):
+    """A resumed run's stored sizes meet the command line's limits: CheckpointError before the first step."""
+    from transformer.commands.limits import check_stored_sizes
+    from transformer.files.checkpoint import CheckpointError
+    try:
+        check_stored_sizes(trainer.model_config, trainer.config)
+    except ValueError as error:
+        raise CheckpointError(f"checkpoint {path} {error}" if str(error).startswith("stores ") else
+                              f"checkpoint {path} asks for too much: {error}") from None
 
 
 def _train_stopped(error, out_dir, command="dates-train") -> int:
@@ -322,7 +335,14 @@ def train_main(argv=None) -> int:
 
 
 def run_training(args, command: TrainingCommand) -> int:
-    """A training command from its parsed options: claim the run folder, train, print the summary."""
+    """A training command from its parsed options: claim the run folder, train, print the summary.
+    SIGTERM is Ctrl-C throughout (inside the loop too: ``interrupt.GracefulInterrupt``), so it
+    is one line and 130 at any moment, never a silent kill."""
+    with sigterm_as_ctrl_c():
+        return _run_training(args, command)
+
+
+def _run_training(args, command: TrainingCommand) -> int:
     from transformer.files.checkpoint import CheckpointError
     from transformer.files.run_dir import RunFolderError
     from transformer.parallel.ranks import JobError
@@ -340,7 +360,7 @@ def run_training(args, command: TrainingCommand) -> int:
     out_dir = out_dir if job is None else job.shared_text(out_dir)     # the folder rank 0 chose
     failed, lock = None, _NoLock()
     try:
-        lock, make_trainer = _claim_run_folder(args, out_dir, command.new_trainer, writes)
+        lock, make_trainer = _claim_run_folder(args, out_dir, command.new_trainer, writes, command.name)
     except ValueError as error:
         failed = _fail(f"bad setting: {error}")
     except RunFolderError as error:
@@ -449,22 +469,22 @@ def _check_beam(beam):
     return None
 
 
-def _stdin_lines(stream):
+def _stdin_lines(stream, max_line: int = MAX_LINE, too_long: str = f"longer than {MAX_LINE} characters, not a date"):
     """(line number, text or None, problem or None) for each line of ``stream``, read a line at
-    a time whatever its size: a line longer than MAX_LINE (binary garbage, /dev/zero) is
-    skipped in chunks and reported, a line that is not UTF-8 is reported."""
+    a time whatever its size: a line longer than ``max_line`` (binary garbage, /dev/zero) is
+    skipped in chunks and reported as ``too_long``, a line that is not UTF-8 is reported."""
     binary = getattr(stream, "buffer", stream)
     number = 0
     while True:
-        line = binary.readline(MAX_LINE + 1)
+        line = binary.readline(max_line + 1)
         if not line:
             return
         number += 1
         newline = b"\n" if isinstance(line, bytes) else "\n"
-        if len(line) > MAX_LINE and not line.endswith(newline):
+        if len(line) > max_line and not line.endswith(newline):
             while line and not line.endswith(newline):      # skip the rest of the line
                 line = binary.readline(1 << 16)
-            yield number, None, f"longer than {MAX_LINE} characters, not a date"
+            yield number, None, too_long
             continue
         if isinstance(line, bytes):
             try:
@@ -544,13 +564,15 @@ def _translate_stdin(translate) -> int:
     return read_stdin(translate, parse_iso_date, DateError, "dates")
 
 
-def read_stdin(handle, check, error_type, what: str, batch_size: int = STDIN_BATCH) -> int:
+def read_stdin(handle, check, error_type, what: str, batch_size: int = STDIN_BATCH, max_line: int = MAX_LINE,
+               too_long: str = f"longer than {MAX_LINE} characters, not a date") -> int:
     """Read stdin's lines and pass them to ``handle`` in batches as they come (one at a time on a
-    terminal); a line ``check`` refuses (raising ``error_type``) gets one error line on stderr and
-    makes the exit status 2, the others are still handled."""
+    terminal); a line ``check`` refuses (raising ``error_type``), or longer than ``max_line``
+    (``too_long`` says so), gets one error line on stderr and makes the exit status 2, the others
+    are still handled."""
     batch, bad, seen = [], 0, 0
     interactive = sys.stdin.isatty()
-    for number, text, problem in _stdin_lines(sys.stdin):
+    for number, text, problem in _stdin_lines(sys.stdin, max_line, too_long):
         if problem is None and not text:
             continue
         seen += 1

@@ -9,6 +9,9 @@ d_model 64, 2 layers, batches of 128) and low enough that what passes fits in a 
     two moments);
   - a training batch's largest activations (``MAX_ACTIVATION_FLOATS``: batch x target length
     x feed-forward width x layers, 2**28 floats = 1 GB).
+
+A resumed run's stored sizes meet the same limits (``check_stored_sizes``): a checkpoint is a
+file anyone can hand over, and its stored batch size is as much a request for memory as the option.
 """
 import argparse
 
@@ -33,13 +36,14 @@ def at_most(option: str):
     return parse
 
 
-def check_model_size(config, batch_size: int = None):
+def check_model_size(config, batch_size: int = None, stored: bool = False):
     """ValueError naming the limit when ``config`` (a ModelConfig or DecoderOnlyConfig) has too many parameters, or
-    a training batch of ``batch_size`` would need too much memory for its activations."""
+    a training batch of ``batch_size`` would need too much memory for its activations. ``stored``: the sizes
+    come from a checkpoint, so the message names no option to lower."""
     parameters = config.num_parameters()
     if parameters > MAX_PARAMETERS:
         raise ValueError(f"the model would have {parameters:,} parameters, more than the limit of "
-                         f"{MAX_PARAMETERS:,}: lower --d-model, --d-ff or --layers")
+                         f"{MAX_PARAMETERS:,}" + ("" if stored else ": lower --d-model, --d-ff or --layers"))
     if batch_size is not None:
         if config.architecture == "decoder-only":        # one sequence of max_len positions
             layers, length = config.num_layers, config.max_len
@@ -48,5 +52,23 @@ def check_model_size(config, batch_size: int = None):
         floats = batch_size * length * max(config.d_ff, config.d_model) * layers
         if floats > MAX_ACTIVATION_FLOATS:
             raise ValueError(f"a batch of {batch_size} would need {floats:,} floats for one kind of activation, "
-                             f"more than the limit of {MAX_ACTIVATION_FLOATS:,}: lower --batch-size, --d-ff "
-                             "or --layers")
+                             f"more than the limit of {MAX_ACTIVATION_FLOATS:,}" +
+                             ("" if stored else ": lower --batch-size, --d-ff or --layers"))
+
+
+# each option's field in a stored config (ModelConfig, DecoderOnlyConfig) or TrainConfig
+STORED_FIELDS = {"--d-model": ("d_model",), "--d-ff": ("d_ff",), "--heads": ("num_heads",),
+                 "--layers": ("num_layers", "num_encoder_layers", "num_decoder_layers"),
+                 "--batch-size": ("batch_size",)}
+
+
+def check_stored_sizes(model_config, train_config):
+    """A resumed run meets the limits a new run's command line does: ValueError naming the stored
+    value and the limit of its option, checked before the first step."""
+    for option, names in STORED_FIELDS.items():
+        for name in names:
+            value = getattr(train_config if name == "batch_size" else model_config, name, None)
+            if value is not None and value > MAX_SIZES[option]:
+                raise ValueError(f"stores {name} {value:,}, more than the limit of {MAX_SIZES[option]:,} "
+                                 f"that {option} has")
+    check_model_size(model_config, train_config.batch_size, stored=True)

@@ -20,6 +20,7 @@ from transformer.commands.console import Parser, console_script, fail, path_argu
 
 DEFAULT_OUT = os.path.join("runs", "next-word")
 DEFAULT_CHECKPOINT = os.path.join(DEFAULT_OUT, "model.npz")
+MAX_PROMPT_LINE = 1 << 16   # longest stdin line looked at: far past any prompt (a prompt is max_len - 2 words at most)
 EXAMPLE_PROMPTS = ("on monday ann went to the florist and bought a",
                    "i see a lemon , a ruby and a parrot . i point at the green",
                    "the hen and the dog swap voices . now the hen",
@@ -183,7 +184,9 @@ def complete_main(argv=None) -> int:
             write(text, words)
         return 0
     return read_stdin(lambda texts: [write(text, _prompt_words(model, text)) for text in texts],
-                      lambda text: _prompt_words(model, text), LanguageError, "prompts", batch_size=1)
+                      lambda text: _prompt_words(model, text), LanguageError, "prompts", batch_size=1,
+                      max_line=MAX_PROMPT_LINE, too_long=f"longer than {MAX_PROMPT_LINE:,} characters, more than "
+                                                         f"any prompt (at most {model.config.max_len - 2} words)")
 
 
 def _prompt_words(model, text):
@@ -204,4 +207,16 @@ def _completer(model, args):
         with _decoding_kernels():             # one short sequence: the kernels' numpy twins are as fast
             continuation = complete(model, words, args.max_words, args.temperature, args.top_k, rng)
         print(f"{text} -> {' '.join(continuation)}", flush=True)
+        if not continuation:
+            _say_why_nothing_follows(text, words)
     return write
+
+
+def _say_why_nothing_follows(text, words):
+    """An empty completion is the model's answer, not a failure: one note says so (and, when the
+    prompt was typed with capitals, how it was read)."""
+    read_as = " ".join(words)
+    capitals = (f"; the language is lower-case, so {text.strip()!r} was read as {read_as!r}"
+                if text.strip() != read_as and any(c.isupper() for c in text) else "")
+    print(f"note: the model ended {read_as!r} at once (its first word was <eos>), so nothing follows it{capitals}",
+          file=sys.stderr, flush=True)

@@ -12,7 +12,8 @@ target (``os.replace`` is atomic) and the folder is fsynced: an interrupted or f
 never leaves a half-written checkpoint, and the previous one stays intact. The file gets the
 usual permissions (0644 under the default umask), like the training log.
 
-Loading trusts nothing: a FIFO or folder is refused before it is opened; member names must
+Loading trusts nothing (the archive's checks are ``npz_archive``'s, shared with the attention
+snapshots): a FIFO or folder is refused before it is read; member names must
 be unique and every member stored uncompressed (``np.savez`` never compresses, so a deflated
 member, which could inflate to gigabytes from a small file, is refused before it is read) and
 no larger than the file itself; ``meta.json`` is at most ``MAX_META_BYTES`` and at most
@@ -21,10 +22,10 @@ array is allocated (no pickle, no object arrays) and the headers must declare as
 the stored config describes before any weight is read; the weights and Adam's moment buffers must
 be finite floating-point numbers within float32's range (the model's dtype: a float64 1e300
 would load as inf); the stored model config must be valid and describe exactly as many
-weights as the file holds; and every stored training value a resumed run uses (the step,
-Adam's step count, betas, eps, weight decay and moment buffers, the learning-rate schedule,
-the stopping rule's state and both random generators' states) is checked for type and range
-(``_check_training_state``). Every problem is one ``CheckpointError`` naming the file and what
+weights as the file holds (and a next-word model's vocabulary be the language's); and every
+stored training value a resumed run uses (the step, Adam's step count, betas, eps, weight
+decay and moment buffers, the learning-rate schedule, the stopping rule's state and both
+random generators' states) is checked for type and range (``_check_training_state``). Every problem is one ``CheckpointError`` naming the file and what
 is wrong. ``check_savable`` refuses to write weights that are not finite, so a run that
 diverged never replaces the last good checkpoint.
 """
@@ -32,11 +33,11 @@ import json
 import math
 import os
 import re
-import stat
-import zipfile
 
 import numpy as np
 
+from transformer.files.npz_archive import (MISSING, NOT_REGULAR, SINGLE_NPY, TOO_LARGE, UNREADABLE, NpzArchive,
+                                         NpzError)
 from transformer.models.config import model_config_from_dict
 
 FORMAT_VERSION = 1
@@ -167,102 +168,49 @@ def _json_kind(value) -> str:
 
 
 def _read_arrays(path) -> dict:
+    """Every array of the archive, read only after the checks of ``npz_archive`` (a regular file,
+    members unique, stored, no larger than the file, headers that fit their members) and the
+    checkpoint's own (meta.json's size; as many weights as the stored config describes)."""
     try:
-        info = os.stat(path)
-    except FileNotFoundError:
-        raise CheckpointError(f"checkpoint {path} does not exist (train one first, or check the path)") from None
-    except OSError as error:
-        raise CheckpointError(f"checkpoint {path} cannot be read ({error.strerror or error})") from None
-    if not stat.S_ISREG(info.st_mode):
-        kind = "a folder" if stat.S_ISDIR(info.st_mode) else "not a regular file"
-        raise CheckpointError(f"checkpoint {path} is corrupt or not a minigrad checkpoint ({kind}, "
-                              "expected a .npz file)")
-    try:
-        with open(path, "rb") as f:
-            magic = f.read(6)
-            if magic.startswith(b"\x93NUMPY"):
-                raise CheckpointError(f"checkpoint {path} is a single .npy array, not a minigrad checkpoint "
-                                      "(a .npz archive written by dates-train)")
-            if not magic.startswith(b"PK"):
-                raise CheckpointError(f"checkpoint {path} is corrupt or not a minigrad checkpoint "
-                                      "(not a .npz archive)")
-            with zipfile.ZipFile(f) as archive:
-                members = archive.infolist()
-                _check_members(path, members, info.st_size)
-                named = {_array_name(path, member): member for member in members}
-                sizes = {name: _read_header(path, archive, member) for name, member in named.items()}
-                _check_declared_sizes(path, archive, named, sizes)
-                return {name: _read_data(archive, member) for name, member in named.items()}
-    except CheckpointError:
-        raise
-    except (OSError, EOFError, zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError,
-            ValueError, RuntimeError) as error:
-        raise CheckpointError(f"checkpoint {path} is corrupt or not a minigrad checkpoint ({error})") from None
+        with NpzArchive(path) as npz:
+            npz.check_members(compressed=False, limits={"meta.json": MAX_META_BYTES})
+            sizes = {name: int(np.prod(shape, dtype=np.float64)) for name, (shape, _) in npz.headers().items()}
+            _check_declared_sizes(path, npz, sizes)
+            return npz.read()
+    except NpzError as error:
+        raise _checkpoint_error(path, error) from None
 
 
-def _check_members(path, members, file_size):
-    """Before any member is read: names unique (zipfile would silently give the last copy),
-    stored uncompressed (as np.savez writes them) and no larger than the whole file."""
-    seen = set()
-    for member in members:
-        name = member.filename
-        if name in seen:
-            raise CheckpointError(f"checkpoint {path} is corrupt or not a minigrad checkpoint "
-                                  f"(member {name!r} appears twice)")
-        seen.add(name)
-        if member.compress_type != zipfile.ZIP_STORED:
-            raise CheckpointError(f"checkpoint {path} is corrupt or not a minigrad checkpoint (member {name!r} "
-                                  "is compressed; dates-train writes uncompressed members only)")
-        if member.file_size > file_size:
-            raise CheckpointError(f"checkpoint {path} is corrupt or not a minigrad checkpoint (member {name!r} "
-                                  f"declares {member.file_size} bytes, more than the whole file's {file_size})")
-        if name == "meta.json.npy" and member.file_size > MAX_META_BYTES:
-            raise CheckpointError(f"checkpoint {path} has unreadable metadata (meta.json is {member.file_size} "
-                                  f"bytes, more than the limit of {MAX_META_BYTES})")
+def _checkpoint_error(path, error: NpzError) -> CheckpointError:
+    """An archive's problem, in the words of a checkpoint."""
+    if error.kind == MISSING:
+        return CheckpointError(f"checkpoint {path} does not exist (train one first, or check the path)")
+    if error.kind == UNREADABLE:
+        return CheckpointError(f"checkpoint {path} cannot be read ({error.reason})")
+    if error.kind == TOO_LARGE:
+        return CheckpointError(f"checkpoint {path} has unreadable metadata ({error.reason})")
+    if error.kind == SINGLE_NPY:
+        return CheckpointError(f"checkpoint {path} is a single .npy array, not a minigrad checkpoint "
+                               "(a .npz archive written by dates-train)")
+    if error.kind == NOT_REGULAR:
+        return CheckpointError(f"checkpoint {path} is corrupt or not a minigrad checkpoint ({error.reason}, "
+                               "expected a .npz file)")
+    reason = error.reason + ("; dates-train writes uncompressed members only" if "is compressed" in error.reason
+                             else "")
+    return CheckpointError(f"checkpoint {path} is corrupt or not a minigrad checkpoint ({reason})")
 
 
-def _array_name(path, member) -> str:
-    if not member.filename.endswith(".npy"):
-        raise CheckpointError(f"checkpoint {path} is corrupt or not a minigrad checkpoint "
-                              f"(member {member.filename!r} is not a .npy array)")
-    return member.filename[:-len(".npy")]
-
-
-def _read_header(path, archive, member) -> int:
-    """One .npy member's header -> its element count, checked against the member's stored
-    size, so a forged header cannot make us allocate terabytes; object (pickled) arrays are
-    refused."""
-    name = member.filename
-    with archive.open(member) as f:
-        try:
-            version = np.lib.format.read_magic(f)
-            header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                      else np.lib.format.read_array_header_2_0)
-            shape, _, dtype = header(f)
-        except (ValueError, EOFError, SyntaxError, TypeError) as error:
-            raise CheckpointError(f"checkpoint {path} is corrupt or not a minigrad checkpoint "
-                                  f"(member {name!r} is not a real .npy array: {error})") from None
-        if dtype.hasobject:
-            raise CheckpointError(f"checkpoint {path} is corrupt or not a minigrad checkpoint "
-                                  f"(member {name!r} holds pickled objects, which are never loaded)")
-        count = int(np.prod(shape, dtype=np.float64))
-        if count * dtype.itemsize > member.file_size:
-            raise CheckpointError(f"checkpoint {path} is corrupt or not a minigrad checkpoint (member {name!r} "
-                                  f"declares {count * dtype.itemsize} bytes but holds {member.file_size})")
-    return count
-
-
-def _check_declared_sizes(path, archive, named, sizes):
+def _check_declared_sizes(path, npz, sizes):
     """Before any weight is read: the headers must declare as many weights as the stored
     config describes (and at most two Adam moments per weight), so a file cannot make us
     read more than its model needs. Left to the later checks, which name the problem, when
     meta.json or its config is not sound."""
-    if "meta.json" not in named:
+    if "meta.json" not in sizes:
         return
     try:
-        meta = _read_meta(path, _read_data(archive, named["meta.json"]))
+        meta = _read_meta(path, npz.read(["meta.json"])["meta.json"])
         expected = model_config_from_dict(meta.get("model_config")).num_parameters()
-    except (CheckpointError, ValueError, TypeError):
+    except (CheckpointError, NpzError, ValueError, TypeError):
         return
     stored = sum(count for name, count in sizes.items() if name.startswith("model/"))
     if stored != expected:
@@ -272,11 +220,6 @@ def _check_declared_sizes(path, archive, named, sizes):
     if moments > 2 * expected:
         raise CheckpointError(f"checkpoint {path} has an invalid training state (its optimizer buffers hold "
                               f"{moments:,} values, more than two per weight)")
-
-
-def _read_data(archive, member) -> np.ndarray:
-    with archive.open(member) as f:       # the header is sound: read the data as np.load does
-        return np.lib.format.read_array(f, allow_pickle=False)
 
 
 def _check_weights(path, name, value):
@@ -425,3 +368,16 @@ def _check_model_config(path, meta, model_state):
     if stored != expected:
         raise CheckpointError(f"checkpoint {path} does not fit the model it describes (its config "
                               f"means {expected:,} weights, the file holds {stored:,})")
+    _check_language(path, config)
+
+
+def _check_language(path, config):
+    """A next-word model reads and writes the generated language: its vocabulary must be the
+    language's (ids are positions in ``language.VOCAB``), or its outputs are other words or
+    none at all."""
+    if getattr(config, "task", "dates") != "next-word":
+        return
+    from transformer.tasks.language import VOCAB
+    if config.vocab_size != len(VOCAB):
+        raise CheckpointError(f"checkpoint {path} holds a next-word model with a vocabulary of {config.vocab_size} "
+                              f"tokens, not the language's {len(VOCAB)}: it was not written by next-word-train")

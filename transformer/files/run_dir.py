@@ -4,8 +4,9 @@ One run owns one folder (``model.npz``, ``train_log.jsonl``). Nothing the user m
 overwritten by accident:
   - a new run into a folder that already holds a checkpoint, or a training log without one,
     refuses (``--force`` replaces them, ``--resume`` continues a checkpoint);
-  - a lock file holding the writer's pid keeps a second run out of the folder while the
-    first is alive; a lock whose pid is gone (a killed run) is stale and is taken over;
+  - a lock file holding the writer's pid (and its command, which a refused run names) keeps a
+    second run out of the folder while the first is alive; a lock whose pid is gone (a killed
+    run) is stale and is taken over;
   - temporary checkpoint files left by a killed save (``.tmp-*.npz``) are removed;
   - on resume the log is cut back to the checkpoint's step, so it never holds a step twice.
 """
@@ -142,6 +143,13 @@ def _pid_alive(pid: int) -> bool:
 _BEING_WRITTEN = "being written"
 
 
+def _holder(text: str) -> str:
+    """The command a lock's text names after its pid, else "training run"."""
+    parts = text.split(maxsplit=1)
+    name = parts[1].strip() if len(parts) == 2 else ""
+    return name if re.fullmatch(r"[a-z][a-z-]{0,40}", name) else "training run"
+
+
 class RunLock:
     """``with RunLock(folder):`` - at most one live training run per folder.
 
@@ -152,8 +160,9 @@ class RunLock:
     the second to get the ``flock`` sees the first one's live pid and refuses.
     """
 
-    def __init__(self, folder: str):
+    def __init__(self, folder: str, command: str = None):
         self.path = os.path.join(folder, LOCK_NAME)
+        self.command = command      # written beside the pid, so a refused run can name its holder
         self.held = False
 
     def acquire(self):
@@ -169,7 +178,7 @@ class RunLock:
                 continue                 # it was released or replaced meanwhile: try again
             with os.fdopen(fd, "w") as f:
                 fcntl.flock(f, fcntl.LOCK_EX)       # a contender reads the pid only once it is written
-                f.write(f"{os.getpid()}\n")
+                f.write(self._content())
             self.held = True
             return self
         raise RunFolderError(f"could not take the lock {self.path}; remove it if no run is using the folder")
@@ -188,15 +197,16 @@ class RunLock:
                     return False
             except FileNotFoundError:
                 return False
-            owner = self._parse(f.read())
+            text = f.read()
+            owner = self._parse(text)
             if owner == _BEING_WRITTEN or (owner is not None and owner > 0 and owner != os.getpid()
                                            and _pid_alive(owner)):
                 pid = "?" if owner == _BEING_WRITTEN else owner
-                raise RunFolderError(f"another dates-train (pid {pid}) is writing to {os.path.dirname(self.path)}; "
-                                     "wait for it to finish or choose another --out")
+                raise RunFolderError(f"another {_holder(text)} (pid {pid}) is writing to "
+                                     f"{os.path.dirname(self.path)}; wait for it to finish or choose another --out")
             f.seek(0)                               # stale (its run was killed): ours now
             f.truncate()
-            f.write(f"{os.getpid()}\n")
+            f.write(self._content())
             f.flush()
         self.held = True
         return True
@@ -208,12 +218,16 @@ class RunLock:
         except OSError:
             return None
 
+    def _content(self) -> str:
+        return f"{os.getpid()} {self.command}\n" if self.command else f"{os.getpid()}\n"
+
     def _parse(self, text):
+        """The lock's pid ("PID COMMAND", or "PID" alone as older runs wrote it)."""
         text = text.strip()
         if not text:                 # being written this instant by its creator: treat as held
             return _BEING_WRITTEN if self._young() else None
         try:
-            return int(text)
+            return int(text.split()[0])
         except ValueError:
             return None
 

@@ -90,7 +90,7 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["SPECIALS", "PAD", "BOS", "EOS", "VOCAB", "WORD_TO_ID", "KINDS", "Example", "Batch",
-           "Language", "encode", "decode", "split_words", "encode_batch", "LanguageError"]
+           "Language", "encode", "decode", "split_words", "prompt_ids", "encode_batch", "LanguageError"]
 
 SPECIALS = ("<pad>", "<bos>", "<eos>")
 PAD, BOS, EOS = 0, 1, 2
@@ -355,8 +355,18 @@ def decode(ids, keep_specials: bool = False) -> list:
 def split_words(text: str) -> list:
     """A typed prompt -> its words, checked against the vocabulary (lower-cased, ',' and '.' split off)."""
     words = text.lower().replace(",", " , ").replace(".", " . ").split()
-    encode(words)
+    prompt_ids(words)
     return words
+
+
+def prompt_ids(words) -> list:
+    """A prompt's words -> ids, as ``encode``; the markers ``<pad>``, ``<bos>``, ``<eos>`` are
+    refused: they are the model's, never words of a sentence."""
+    for word in words:
+        if word in SPECIALS:
+            raise LanguageError(f"{word!r} is a marker the model uses around sentences, not a word a prompt "
+                                "may hold (the prompt is the start of a sentence, e.g. 'ann went to the bakery')")
+    return encode(words)
 
 
 def encode_batch(examples, loss_on: str = "sentence", length: int = None) -> Batch:

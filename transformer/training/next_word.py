@@ -141,8 +141,9 @@ class NextWordTrainer(Trainer):
 
 
 def check_prompt(model, words) -> list:
-    """``<bos>`` + the ids of ``words``; LanguageError in one line for an unknown word or too many."""
-    prompt = [language.BOS] + language.encode(words)
+    """``<bos>`` + the ids of ``words``; LanguageError in one line for an unknown word, a marker
+    (``<eos>`` ...) or too many."""
+    prompt = [language.BOS] + language.prompt_ids(words)
     if not words or len(prompt) >= model.config.max_len:
         raise language.LanguageError(f"the prompt has {len(words)} words; the model continues 1 to "
                                      f"{model.config.max_len - 2} words (the start of a sentence, e.g. "

@@ -13,7 +13,8 @@ circuit that answers "the first place stated" gets one recall row right and the 
 one that recalls gets both. A next-word run also scores each kind's held-out accuracy at every
 snapshot, on a fixed set (``KIND_ACCURACY_PER_KIND`` sentences per kind), for the curves.
 
-The file, ``attention_snapshots.npz`` in the run folder, loads without pickle:
+The file, ``attention_snapshots.npz`` in the run folder, loads without pickle, every member checked
+against the model first (``load_snapshots``, ``transformer/files/snapshots_file.py``):
 
     steps         (S,) int64          the steps recorded, increasing
     loss          (S,) float32        that step's training loss (NaN at step 0)
@@ -34,11 +35,13 @@ checkpoint; a resumed run first drops the snapshots after its checkpoint's step 
 cut back) and then continues them.
 """
 import os
+import sys
 
 import numpy as np
 
 from transformer.models.attention import CrossAttention, SelfAttention
 from transformer.files.checkpoint import write_npz_atomically
+from transformer.files.snapshots_file import MAX_SNAPSHOT_BYTES, SnapshotError, SnapshotLayout, read_snapshots
 from transformer.models.decoder_only import DecoderOnlyTransformer
 from transformer.decoding import inference
 
@@ -46,10 +49,6 @@ SNAPSHOTS_NAME = "attention_snapshots.npz"
 PROBE_DATE = "1845-01-05"
 ACCURACY_NAMES = {"dates": "training batch exact match", "next-word": "held-out sample accuracy, lowest kind"}
 KIND_ACCURACY_PER_KIND = 40     # held-out sentences per kind scored at each next-word snapshot
-
-
-class SnapshotError(Exception):
-    """A snapshots file is unreadable or does not hold what this module writes."""
 
 
 # --------------------------------------------------------------------- probes
@@ -110,17 +109,19 @@ class AttentionSnapshots:
         if not every:
             return
         model = trainer.model
-        self.inputs, self.probe, labels = trainer.snapshot_probe(model)
+        self.probe_of_model = trainer.snapshot_probe(model)    # (inputs, rows, {kind: (query, key tokens)})
+        self.inputs, self.probe, labels = self.probe_of_model
         self.modules = attention_modules(model)
         self.labels = [labels[kind] for _, kind, _, _ in self.modules]
         self.scorer = trainer.kind_scorer(KIND_ACCURACY_PER_KIND)
         self.records = []          # per step: (step, loss, accuracy, [weights per module], [accuracy per kind])
+        self.full = False          # the records reached the file's size limit
 
     def __enter__(self):
         if self.every:
             self._continue_earlier(self.trainer.step)
-            if self.trainer.step == 0 and not self.records:
-                self.record(float("nan"), float("nan"))      # the untrained model's attention
+            if not self.records:      # the untrained model's attention, or the resumed one's when its run's are lost
+                self.record(float("nan"), float("nan"))
         return self
 
     def after_step(self, record: dict, saved: bool):
@@ -146,6 +147,13 @@ class AttentionSnapshots:
         with inference(model):
             model(*self.inputs)
         weights = [np.asarray(module.last_weights, dtype=np.float16) for _, _, _, module in self.modules]
+        if (len(self.records) + 1) * sum(w.nbytes for w in weights) > MAX_SNAPSHOT_BYTES - 2 ** 20:
+            if not self.full:           # a file no reader would accept: stop recording, say so once
+                print(f"note: attention snapshots stop at step {self.records[-1][0] if self.records else 0}: more "
+                      f"would pass the file's limit of {MAX_SNAPSHOT_BYTES // 2 ** 20} MB (raise --snapshot-every)",
+                      file=sys.stderr, flush=True)
+            self.full = True
+            return
         kinds = self.scorer[1](model) if self.scorer else []
         self.records.append((self.trainer.step, loss, accuracy, weights, kinds))
 
@@ -168,29 +176,30 @@ class AttentionSnapshots:
         write_npz_atomically(self.path, arrays, compressed=True)
 
     def _continue_earlier(self, step: int):
-        """A resumed run: the snapshots up to its checkpoint's ``step``, from its own folder or
-        the one it was resumed from; none when they were of another model or probe."""
+        """A resumed run: the snapshots up to its checkpoint's ``step``, from the folder it was
+        resumed from, else its own; when that file cannot be read or is another model's or
+        probe's, one line says so and the run records its own from ``step``."""
         if not step:
             return
         resumed_from = self.trainer.resumed_from
         sources = [self.path] + ([os.path.join(os.path.dirname(os.path.abspath(resumed_from)), SNAPSHOTS_NAME)]
                                  if resumed_from else [])
         for source in reversed(sources):          # the checkpoint's own folder first
-            if not os.path.exists(source):
+            if not os.path.lexists(source):
                 continue
             try:
-                earlier = load_snapshots(source)
-            except SnapshotError:
-                continue
-            if list(earlier["modules"]) != [m[0] for m in self.modules] or list(earlier["probe"]) != self.probe:
-                continue
+                earlier = load_snapshots(source, self.trainer.model, self.probe_of_model)
+            except SnapshotError as error:
+                print(f"note: the attention snapshots are not continued: {error}; this run records its own "
+                      f"from step {step}", file=sys.stderr, flush=True)
+                return
             kinds = earlier.get("held_out_accuracy")
             for i, s in enumerate(earlier["steps"]):
                 if s <= step:
                     scored = [float(a) for a in kinds[i]] if kinds is not None else \
                         [float("nan")] * len(self.scorer[0]) if self.scorer else []
                     self.records.append((int(s), float(earlier["loss"][i]), float(earlier["accuracy"][i]),
-                                         [w[i] for w in earlier["weights"]], scored))
+                                         [w[i].astype(np.float16) for w in earlier["weights"]], scored))
             return
 
 
@@ -200,30 +209,20 @@ def snapshots_beside(checkpoint) -> str:
     if not checkpoint:
         return None
     path = os.path.join(os.path.dirname(os.path.abspath(checkpoint)), SNAPSHOTS_NAME)
-    return path if os.path.exists(path) else None
+    return path if os.path.lexists(path) else None
 
 
-def load_snapshots(path) -> dict:
-    """The file's arrays, ``weights`` and ``queries``/``keys`` as lists by module, checked;
-    SnapshotError in one line otherwise."""
-    try:
-        with np.load(path, allow_pickle=False) as archive:
-            data = {name: archive[name] for name in archive.files}
-        count = len(data["modules"])
-        data["weights"] = [data.pop(f"weights.{m}").astype(np.float32) for m in range(count)]
-        data["queries"] = [data.pop(f"queries.{m}") for m in range(count)]
-        data["keys"] = [data.pop(f"keys.{m}") for m in range(count)]
-        steps = data["steps"]
-        if steps.ndim != 1 or not len(steps) or np.any(np.diff(steps) <= 0):
-            raise ValueError("its steps are not increasing")
-        for weights, queries, keys in zip(data["weights"], data["queries"], data["keys"]):
-            if weights.ndim != 5 or weights.shape[0] != len(steps) or weights.shape[1] != len(data["probe"]) \
-                    or weights.shape[3:] != (queries.shape[1], keys.shape[1]):
-                raise ValueError(f"weights {weights.shape} do not fit {len(steps)} steps, "
-                                 f"queries {queries.shape} and keys {keys.shape}")
-        if "held_out_accuracy" in data and data["held_out_accuracy"].shape != (len(steps), len(data["held_out_kinds"])):
-            raise ValueError(f"held-out accuracy {data['held_out_accuracy'].shape} does not fit {len(steps)} steps "
-                             f"and {len(data['held_out_kinds'])} kinds")
-    except (OSError, KeyError, ValueError, EOFError) as error:
-        raise SnapshotError(f"{path} is not a readable attention snapshots file ({error})") from None
-    return data
+def snapshot_layout(model, probe) -> SnapshotLayout:
+    """What the snapshots of ``model`` on ``probe`` (its task's ``snapshot_probe(model)``) hold: its
+    modules, heads, probe rows and tokens, to check a file against."""
+    _, rows, labels = probe
+    return SnapshotLayout(rows, [(name, kind, layer, module.num_heads, *labels[kind])
+                                 for name, kind, layer, module in attention_modules(model)])
+
+
+def load_snapshots(path, model=None, probe=None) -> dict:
+    """The file's arrays, every member checked against ``model`` and its ``probe`` (its task's
+    ``snapshot_probe(model)``) before use, or without them against each other
+    (``transformer.files.snapshots_file``); ``weights`` and ``queries``/``keys`` as lists by
+    module. SnapshotError in one line otherwise."""
+    return read_snapshots(path, None if model is None else snapshot_layout(model, probe))

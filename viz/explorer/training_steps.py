@@ -15,11 +15,19 @@ import math
 
 import numpy as np
 
-from transformer.training.snapshots import PROBE_DATE, load_snapshots
+from transformer.training.snapshots import PROBE_DATE, date_probe, load_snapshots, sentence_probe
 
 from .attention_maps import attention_maps
 from .subject import DateSubject, SentenceSubject, is_next_word
 
+
+
+def snapshot_probe(model):
+    """The probe a run of ``model``'s task records (the task trainer's ``snapshot_probe``)."""
+    if getattr(model.config, "task", "dates") == "next-word":
+        from transformer.training.next_word import KINDS
+        return sentence_probe(model, KINDS)
+    return date_probe(model)
 
 def encode_fractions(array: np.ndarray) -> dict:
     """Weights in [0, 1] as base64 of one byte each, round(255 w): a quarter of float32's bytes,
@@ -49,7 +57,7 @@ def snapshot_data(model, path) -> dict:
     """The page's ``snapshots``: the steps, loss and accuracies at each (None where not logged),
     per probe row its text and per module its tokens, mask and every step's weights
     (steps, heads, queries, keys) as bytes (``encode_fractions``), and the heads ranked by change."""
-    snapshots = load_snapshots(path)
+    snapshots = load_snapshots(path, model, snapshot_probe(model))
     subjects = probe_subjects(model, snapshots["probe"])
     rows, lengths = [], [[] for _ in snapshots["modules"]]
     for p, subject in enumerate(subjects):
