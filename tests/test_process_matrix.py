@@ -15,7 +15,6 @@ For each trainer (``dates-train``, ``dates-train --architecture decoder-only``,
 finds a child that was re-parented to init when its parent died. Every process a test starts
 is killed, with its whole group, however the test ends.
 """
-import importlib.util
 import os
 import signal
 import subprocess
@@ -38,7 +37,6 @@ MAINS = {"train": cli.train_main, "next_word_train": next_word_cli.train_main}
 STARTUP_SECONDS = 300       # imports, and compiling the kernels on a cold cache, on a loaded machine
 END_SECONDS = 30            # the issue's bound: no wait longer than this once the signal is sent
 CHECKPOINT_EVERY = 100      # TrainConfig.checkpoint_every: the steps a kill -9 can lose at most
-FORKED_HALF = importlib.util.find_spec("transformer.parallel.half_process") is not None
 
 
 def group_members(group: int) -> list:
@@ -158,8 +156,6 @@ def test_ctrl_c_and_sigterm_end_the_run_and_lose_nothing(trainer, signal_name, s
 
 @pytest.mark.slow
 @pytest.mark.parametrize("trainer", list(TRAINERS))
-@pytest.mark.xfail(FORKED_HALF, strict=True, reason="the forked second half outlives a killed run (it goes "
-                                                    "when the halves are threads again)")
 def test_kill_9_leaves_nothing_behind_and_the_last_checkpoint_resumes(trainer, start, capsys):
     run = start(trainer)
     run.wait_for_steps(CHECKPOINT_EVERY + 2)                   # a checkpoint was saved
