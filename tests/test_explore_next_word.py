@@ -9,6 +9,7 @@ import pytest
 from explore_runs import dates_run, next_word_run
 from transformer.tasks import language
 from transformer.ladder.rungs import RUNGS
+from transformer.training.next_word import KINDS
 from viz.explorer.next_word_cli import default_sentence, main
 
 pytestmark = pytest.mark.slow
@@ -28,8 +29,8 @@ def page_data(path) -> dict:
 def test_the_default_sentence_cannot_be_answered_by_the_first_place():
     words = default_sentence().split()
     example = next(e for e in language.Language(0).evaluation_set(per_kind=1) if e.kind == "recall")
-    assert words[:12] == list(example.context[:12]) and words[12] != example.context[12]
-    asked = words[12]
+    assert words[:-1] == list(example.context[:-1]) and words[-1] != example.context[-1]
+    asked = words[-1]                                           # "... where is <name>"
     answer = words[words.index(asked) + 4]                      # "<name> is at the <place>"
     assert answer != words[4]                                   # not the place stated first
 
@@ -43,8 +44,8 @@ def test_it_writes_the_page_of_the_run(checkpoint, tmp_path, capsys):
     assert data["input"] == {"kind": "sentence", "text": default_sentence()}
     assert data["step"]["module"] == "decoder.layers.1.self_attn"
     snapshots = data["snapshots"]
-    assert snapshots["steps"] == [0, 3, 6] and snapshots["kinds"] == list(language.KINDS)
-    assert len(snapshots["rows"]) == len(language.KINDS) + 2
+    assert snapshots["steps"] == [0, 3, 6] and snapshots["kinds"] == list(KINDS)
+    assert len(snapshots["rows"]) == len(KINDS) + 2
     assert len(snapshots["changes"]) == 2 * 2 and snapshots["changes"][0]["change"] >= snapshots["changes"][-1]["change"]
     assert [r["name"] for r in data["ladder"]["rungs"]] == [r.name for r in RUNGS]
     assert data["ladder"]["steps"] == 2 and "live" not in data

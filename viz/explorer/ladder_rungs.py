@@ -19,14 +19,14 @@ def train_rungs(steps: int, seed: int = 0, say=None) -> list:
     """[(rung class, trained model)] for every rung of the ladder, in ladder order."""
     from transformer.ladder.experiment import LadderConfig, train_rung
     from transformer.ladder.rungs import RUNGS
-    config, data = LadderConfig(seed=seed, steps=steps), language.Language(seed)
+    config, data = LadderConfig(seeds=(seed,), steps=steps), language.Language(seed)
     trained = []
     for rung in RUNGS:
         start = time.perf_counter()
         # the kernels (the page's own step runs on their numpy twins) and one BLAS thread, as
         # attention-ladder trains: many threads on these small products only wait for each other
         with minigrad.kernels.use_backend("numba"), threadpool_limits(limits=1, user_api="blas"):
-            trained.append((rung, train_rung(rung, config, data)))
+            trained.append((rung, train_rung(rung, config, data, seed)))
         if say:
             say(f"  ladder: {rung.name} trained {steps} steps in {time.perf_counter() - start:.1f} s")
     return trained
