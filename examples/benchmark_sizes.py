@@ -41,7 +41,9 @@ SRC_LEN, TGT_LEN, VOCAB, BATCH = 12, 19, 68, 128
 # (d_model, heads, layers each side, d_ff); steps per process and rounds, full / --quick
 SIZES = [(64, 4, 2, 256), (128, 4, 3, 512), (256, 8, 4, 1024), (512, 8, 6, 2048)]
 PLAN = {64: ((40, 10, 4), (20, 5, 2)), 128: ((20, 5, 4), (10, 3, 2)),
-        256: ((10, 3, 3), (6, 2, 1)), 512: ((5, 2, 2), (4, 2, 1))}        # (steps, skipped, rounds)
+        256: ((12, 6, 3), (10, 6, 1)), 512: ((12, 8, 2), (10, 8, 1))}     # (steps, skipped, rounds)
+# skipped: compilation, and under threads ``auto`` the first steps on one thread before its first
+# probe of two (``transformer/parallel/threads.py``): a run of thousands of steps runs two
 
 
 def step_flops(d, layers, d_ff, batch=BATCH, src=SRC_LEN, tgt=TGT_LEN, vocab=VOCAB):

@@ -58,6 +58,14 @@ def test_warmup_steps_are_not_timed_and_the_first_count_runs_first():
     assert policy.choose() == 1 and not policy.times and sum(policy.steps_with.values()) == 0
 
 
+def test_a_quiet_machine_runs_two_threads_from_the_ninth_step():
+    # 2 untimed steps, 3 timed steps of one thread, a 3-step probe of two that wins: a model
+    # whose steps take seconds is not held on one core for long (a benchmark of a few steps
+    # at d_model 512 once measured the one-thread steps only)
+    chosen, _ = run(AdaptiveThreads(), QUIET, 12)
+    assert chosen.tolist() == [1] * 5 + [2] * 7
+
+
 def test_quiet_machine_settles_on_two_threads():
     chosen, total = run(AdaptiveThreads(), QUIET, 600)
     assert chosen[20:].tolist().count(2) > 0.85 * len(chosen[20:])

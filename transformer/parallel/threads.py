@@ -101,7 +101,8 @@ class AdaptiveThreads:
     - If the incumbent suddenly slows (median of its last ``recent`` steps more than
       ``slowdown`` x the median of its steps before them: load has arrived), probe now.
     - The first ``warmup`` steps (compilation) are not timed; the first probe comes
-      after ``window`` timed steps of the first count.
+      after ``recent`` timed steps of the first count, so a large model, whose steps take
+      seconds, is not held on one thread for long on a quiet machine.
     """
 
     def __init__(self, counts=(1, 2), warmup=2, window=8, recent=3, probe_steps=3, min_interval=50,
@@ -119,7 +120,7 @@ class AdaptiveThreads:
         self.times = deque(maxlen=window)             # the incumbent's latest step times
         self.probe_times = []
         self.probing = False
-        self.next_probe_after = window                # steps of the incumbent before the next probe
+        self.next_probe_after = recent                # steps of the incumbent before the next probe
         self.steps_since_probe = 0
         self.seconds_since_probe = 0.0
         self.probe_cost = 0.0                         # seconds the next probe may cost beyond the incumbent
