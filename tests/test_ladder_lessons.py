@@ -3,13 +3,17 @@
 
 Each "fails, then the next rung fixes it" sentence is one row of ``REASONS``: the next rung
 must gain at least 20 points on that kind on every seed. The last rung must reach 95% on
-every kind on every seed, and the pull statistic must say what the docs say it says.
+every kind on every seed, and the pull statistic must say what the docs say it says. Every
+fall of more than 10 points from one rung to the next is one the docs explain, and its
+measured cause is checked here (a rung trained without the kind that costs it, or where its
+answers go).
 """
 import numpy as np
 import pytest
 
 from transformer.ladder import RUNGS, LadderConfig, run_ladder
 from transformer.ladder.experiment import REASONS
+from transformer.tasks.language import KINDS, Language
 
 pytestmark = pytest.mark.slow
 
@@ -20,9 +24,10 @@ def ladder():
     return {r.name: r for r in result.rungs}, result
 
 
-# One head sometimes learns blend after all (98% on seeds 3 and 4, 66-70% on seeds 0 and 2):
-# the heads rung's lesson does not hold on every seed yet (docs/ladder.md says so).
-NOT_ON_EVERY_SEED = {("positions", "blend")}
+# (rung, kind) where the rung falls more than 10 points below the one before on some seed, and
+# what docs/ladder.md says costs it (measured below)
+FALLS = {("shared map", "colour"): "swap", ("positions", "colour"): "blend",
+         ("values", "order"): "answers", ("dot product", "recall"): "answers"}
 
 
 def gain_over(ladder, name, kind):
@@ -36,15 +41,54 @@ def gain_over(ladder, name, kind):
 def test_each_rung_fails_a_kind_and_the_next_rung_fixes_it_on_every_seed(ladder):
     names = [r.name for r in RUNGS]
     assert [name for name, _ in REASONS] == names[:-1]          # every rung but the last has its lesson
-    for (name, kind) in set(REASONS) - NOT_ON_EVERY_SEED:
+    for (name, kind) in REASONS:
         gain = gain_over(ladder, name, kind)
         assert gain.min() >= 0.20, f"the rung after {name} on {kind}: {np.round(100 * gain)} points"
 
 
-@pytest.mark.xfail(strict=True, reason="one head learns blend on some seeds: the heads rung's lesson is open")
-def test_heads_fix_blend_on_every_seed(ladder):
-    for name, kind in NOT_ON_EVERY_SEED:
-        assert gain_over(ladder, name, kind).min() >= 0.20
+def test_every_fall_of_more_than_10_points_is_one_the_docs_explain(ladder):
+    rungs, result = ladder
+    names = [r.name for r in RUNGS]
+    falls = {(after, kind) for before, after in zip(names, names[1:]) for kind in result.kinds
+             if np.subtract(rungs[before].accuracy[kind], rungs[after].accuracy[kind]).max() > 0.10}
+    assert falls == set(FALLS)
+
+
+@pytest.mark.parametrize("name, kind", [fall for fall, cause in FALLS.items() if cause in KINDS])
+def test_a_fall_goes_away_without_the_kind_that_causes_it(ladder, name, kind):
+    """Trained without the kind the docs name, the rung gets back most of what it lost: at least
+    30 points on every seed."""
+    rungs, result = ladder
+    index = [r.name for r in RUNGS].index(name)
+    alone = run_ladder(LadderConfig(kinds=tuple(k for k in KINDS if k != FALLS[name, kind])), rungs=[index])
+    regained = np.subtract(alone.rungs[0].accuracy[kind], rungs[name].accuracy[kind])
+    assert regained.min() >= 0.30, np.round(100 * regained)
+
+
+def test_the_order_blind_falls_are_answers_that_leave_the_two_candidates(ladder):
+    """Values names a word that is not one of the order sentence's two names more often than
+    the dot product; the dot product answers recall with a place the asked name was seen with
+    in training, which in most held-out sentences is the other name's place (the split)."""
+    rungs, _ = ladder
+    assert np.mean(rungs["values"].candidates["order"]) < np.mean(rungs["dot product"].candidates["order"]) - 0.05
+    assert min(rungs["dot product"].candidates["recall_seen"]) >= 0.85
+    for seed in range(5):
+        assert other_place_seen_share(Language(seed)) >= 0.7
+
+
+def other_place_seen_share(language) -> float:
+    """Of the held-out recall sentences scored, the share where the other name's place is stated
+    with the asked name in some training sentence."""
+    seen = set()
+    for name1, place1, name2, place2, _ in language.combinations("train", "recall"):
+        seen |= {(name1, place1), (name2, place2)}
+    shares = []
+    for e in language.evaluation_set(200):
+        if e.kind == "recall":
+            name1, place1, name2, place2, asked = e.combination
+            name, other = (name1, place2) if asked == 0 else (name2, place1)
+            shares.append((name, other) in seen)
+    return float(np.mean(shares))
 
 
 def test_the_full_block_gets_every_kind_right_on_every_seed(ladder):

@@ -5,7 +5,8 @@ from collections import Counter, defaultdict
 import numpy as np
 import pytest
 
-from transformer.tasks.language import (BOS, EOS, KINDS, LOSES_TO, PAD, VOCAB, VOICES, Language, LanguageError, decode,
+from transformer.tasks import language
+from transformer.tasks.language import (THINGS, BOS, EOS, KINDS, LOSES_TO, PAD, VOCAB, VOICES, Language, LanguageError, decode,
                                   encode, encode_batch, make_example, split_words)
 
 
@@ -49,6 +50,9 @@ def test_split_is_by_combination(lang, kind):
         return
     if kind == "game":           # a held-out game is two names with the move played (in either order)
         assert not {tuple(sorted((c[0], c[2]))) + (c[1],) for c in train} & held_pairs
+        return
+    if kind == "blend":          # three things in their roles (the answer, another thing, may be one of them)
+        assert not {tuple(sorted(c[1:])) for c in train} & held_pairs
         return
     train_words = [set(make_example(kind, c).words) for c in train]
     for pair in held_pairs:      # a held-out pair (or triple) never occurs together in a training sentence
@@ -173,11 +177,17 @@ def test_game_every_move_loses_to_another_around_rings_of_three(lang):
     assert all(e.answer == LOSES_TO[e.context[2]] for e in examples)
 
 
-def test_blend_the_same_two_things_in_the_other_roles_need_another_answer(lang):
-    """The colour comes from the first thing and the kind from the second: swapped, the answer
-    changes, so a model that moves each thing the same way whatever its role cannot decide."""
+def test_blend_takes_one_part_from_each_role_and_other_roles_give_other_answers(lang):
+    """The colour comes from the first thing, the kind from the second, the rank from the third:
+    the same three things in other roles give other answers, so a model that moves each thing the
+    same way whatever its role has to tell the roles apart some other way."""
     examples = all_examples(lang, "train", "blend")
-    by_things = contexts_to_answers(examples, key=lambda e: frozenset((e.context[6], e.context[12])))
-    assert all(len(a) == 2 for a in by_things.values())
+    for e in examples:
+        coloured, kinded, ranked = e.context[5], e.context[10], e.context[15]
+        answer = THINGS[language._category_of(kinded)][language._colour_of(coloured)][language._rank_of(ranked)]
+        assert e.answer == answer and e.context[3:5] == ("colour", "of") and e.context[12:15] == ("the", "rank", "of")
+    by_things = contexts_to_answers(examples, key=lambda e: frozenset((e.context[5], e.context[10], e.context[15])))
+    several_orders = [a for a in by_things.values() if len(a) > 1]
+    assert len(several_orders) > 100
     by_sequence = contexts_to_answers(examples, key=lambda e: e.context)
     assert all(len(a) == 1 for a in by_sequence.values())

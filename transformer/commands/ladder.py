@@ -7,6 +7,8 @@ the score matrices of the symmetric and the asymmetric rung on one sentence.
     attention-ladder --seed 0             # one seed: a fifth of that
     attention-ladder --json out.json      # also write the table as JSON
     attention-ladder --plot ladder.png    # and draw it (one dot per seed)
+    attention-ladder --rungs positions --without blend   # one rung, trained without a kind:
+                                                          # what that kind costs it on the others
 """
 import json
 import os
@@ -16,8 +18,9 @@ import numpy as np
 
 from transformer.commands.console import EXIT_USAGE, Parser, console_script, path_argument
 from transformer.files.output_file import PNG, OutputKind, add_force_option, atomic_output, check_output, write_output
-from transformer.ladder.experiment import PULL_KIND, LadderConfig, LadderResult, run_ladder
+from transformer.ladder.experiment import CANDIDATES, PULL_KIND, LadderConfig, LadderResult, run_ladder
 from transformer.ladder.rungs import RUNGS
+from transformer.tasks.language import KINDS
 
 # what --json writes, recognised by its first bytes (so --force replaces only a ladder table)
 LADDER_JSON = OutputKind("attention-ladder JSON", lambda head, path: head.lstrip().startswith(b'{\n  "kinds"'))
@@ -76,6 +79,16 @@ def format_pull(result: LadderResult) -> str:
         if r.pull:
             lines.append(f"{r.name:>14}  {mean(r.pull['out_pulls']):>15}  {mean(r.pull['right_when_out_pulls']):>18}"
                          f"  {mean(r.pull['right_when_not']):>14}")
+    return "\n".join(lines)
+
+
+def format_candidates(result: LadderResult) -> str:
+    """Per rung: how often its answer is one of the two words the answer is chosen from (order:
+    the two names; recall: the two places): below 100%, it names other words too."""
+    kinds = [k for k in (*CANDIDATES, "recall_seen") if k in result.rungs[0].candidates]
+    lines = [f"{'rung':>14}  " + "  ".join(f"{k:>16}" for k in kinds)]
+    for r in result.rungs:
+        lines.append(f"{r.name:>14}  " + "  ".join(f"{percent_range(r.candidates[k]):>16}" for k in kinds))
     return "\n".join(lines)
 
 
@@ -142,6 +155,33 @@ def parse_seeds(text: str) -> tuple:
     return tuple(seeds)
 
 
+def rung_name(rung) -> str:
+    """How --rungs names a rung: 'separate maps' -> 'separate-maps'."""
+    return rung.name.replace(" ", "-")
+
+
+def parse_rungs(text: str) -> list:
+    """'positions,heads' -> their indices in RUNGS, in ladder order; ValueError naming the choices."""
+    names = [rung_name(rung) for rung in RUNGS]
+    wanted = [part.strip().lower().replace(" ", "-") for part in text.split(",")]
+    unknown = [name for name in wanted if name not in names]
+    if unknown or not wanted:
+        raise ValueError(f"--rungs: unknown rung {unknown[0] if unknown else text!r}; the rungs are {', '.join(names)}")
+    return sorted({names.index(name) for name in wanted})
+
+
+def parse_without(text: str) -> tuple:
+    """'blend,swap' -> the language's kinds without them; ValueError naming the kinds."""
+    dropped = {part.strip().lower() for part in text.split(",")}
+    unknown = sorted(dropped - set(KINDS))
+    if unknown:
+        raise ValueError(f"--without: unknown sentence kind {unknown[0]!r}; the kinds are {', '.join(KINDS)}")
+    kinds = tuple(kind for kind in KINDS if kind not in dropped)
+    if not kinds:
+        raise ValueError("--without leaves no sentence kind to train on")
+    return kinds
+
+
 def check_paths(args):
     """Before training: each output is free, or (``--force``) a file of its own kind."""
     if args.json:
@@ -171,6 +211,12 @@ def parse_args(argv):
     parser.add_argument("--steps", type=int, default=defaults.steps, help="Adam steps per rung")
     parser.add_argument("--jobs", type=int, default=defaults.jobs, choices=(1, 2),
                         help="trainings at once, one core each (the numbers do not depend on it)")
+    parser.add_argument("--rungs", metavar="NAMES", default=None,
+                        help="only these rungs, e.g. positions,heads (default: all nine: "
+                             + ", ".join(rung_name(rung) for rung in RUNGS) + ")")
+    parser.add_argument("--without", metavar="KINDS", default=None,
+                        help="train and score on the language without these sentence kinds, e.g. blend "
+                             "(what a kind costs a rung on the others)")
     parser.add_argument("--json", metavar="PATH", type=path_argument,
                         help="also write the table (every seed), ideas, wrong sentences and pull statistic as JSON")
     parser.add_argument("--plot", metavar="PNG", type=path_argument,
@@ -186,6 +232,11 @@ def parse_args(argv):
         if args.seed is not None:
             message = f"--seed must be a whole number >= 0, got {args.seed}"
         parser.error(message)
+    try:
+        args.rungs = parse_rungs(args.rungs) if args.rungs else list(range(len(RUNGS)))
+        args.kinds = parse_without(args.without) if args.without else KINDS
+    except ValueError as error:
+        parser.error(str(error))
     if args.json and args.plot and os.path.realpath(args.json) == os.path.realpath(args.plot):
         parser.error("--json and --plot name the same file: the picture would replace the table")
     return args
@@ -214,26 +265,38 @@ def run(argv, draw) -> int:
     except (OSError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_USAGE
-    config = LadderConfig(seeds=args.seeds, steps=args.steps, jobs=args.jobs)
+    config = LadderConfig(seeds=args.seeds, steps=args.steps, jobs=args.jobs, kinds=args.kinds)
     seeds = ", ".join(map(str, config.seeds))
-    print(f"training {len(RUNGS)} rungs on seed{'s' * (len(config.seeds) > 1)} {seeds}, {config.steps} steps "
-          f"each, {config.jobs} at a time (CPU seconds of each training as it ends) ...", flush=True)
-    result = run_ladder(config, progress=progress)
+    count = len(args.rungs)
+    without = f", without {args.without}" if args.without else ""
+    print(f"training {count} rung{'s' * (count > 1)} on seed{'s' * (len(config.seeds) > 1)} {seeds}{without}, "
+          f"{config.steps} steps each, {config.jobs} at a time (CPU seconds of each training as it ends) ...",
+          flush=True)
+    result = run_ladder(config, rungs=args.rungs, progress=progress)
     print(f"\nheld-out next-word accuracy per sentence kind, % (mean over {len(result.seeds)} seed"
           f"{'s (lowest-highest)' if len(result.seeds) > 1 else ''}); {result.seconds:.0f} s wall, "
           f"{result.cpu_seconds:.0f} s CPU in training\n")
     print(format_table(result))
-    print("\neach rung against the one before, on the kind it gains most on\n")
-    print(format_gains(result))
-    print(f"\nthe pull statistic on all held-out {PULL_KIND} sentences (the last row of the weights; "
-          "mean over the seeds)\n")
-    print(format_pull(result))
+    if len(result.rungs) > 1:
+        print("\neach rung against the one before, on the kind it gains most on\n")
+        print(format_gains(result))
+    if any(r.pull for r in result.rungs):
+        print(f"\nthe pull statistic on all held-out {PULL_KIND} sentences (the last row of the weights; "
+              "mean over the seeds)\n")
+        print(format_pull(result))
+    if any(k in result.kinds for k in CANDIDATES):
+        print("\nhow often the answer is one of the two words it is chosen from (order: the two names; "
+              "recall: the two places), and (recall_seen) a place the asked name is stated at in some "
+              "training sentence, %\n")
+        print(format_candidates(result))
     print("\none held-out sentence each rung gets wrong [its prediction]\n")
     print(format_examples(result))
-    print("\na minimal pair: the same words in another order (first seed)\n")
-    print(format_pair(result))
-    print()
-    print(format_scores(result))
+    if "order" in result.kinds:
+        print("\na minimal pair: the same words in another order (first seed)\n")
+        print(format_pair(result))
+    if SYMMETRY_KIND in result.probes and any(r.name in ("shared map", "separate maps") for r in result.rungs):
+        print()
+        print(format_scores(result))
     try:
         write_outputs(result, args, draw)
     except (OSError, ValueError) as error:

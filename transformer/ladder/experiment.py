@@ -26,11 +26,17 @@ from minigrad import optim
 from transformer.tasks.language import KINDS, VOCAB, Language, encode_batch, make_example
 from transformer.ladder.rungs import RUNGS, FullBlock
 
-MAX_LEN = 18        # the longest sentence (17 words) + <bos>
+MAX_LEN = 20        # the longest sentence (19 words, blend) + <bos>
 # Each batch takes the kinds in this order, again and again: every kind once, swap and blend
 # twice, and recall four times (the full block learns it last: at two in eleven it stayed at
 # 88% on seed 1). Every rung sees the same batches.
-MIX = KINDS + ("swap", "blend", "recall", "recall", "recall")
+EXTRA = ("swap", "blend", "recall", "recall", "recall")
+MIX = KINDS + EXTRA
+
+
+def mix(kinds) -> tuple:
+    """The batches' order of kinds for a language of ``kinds`` (``MIX`` for all of them)."""
+    return tuple(kinds) + tuple(kind for kind in EXTRA if kind in kinds)
 
 # Why a rung gets a sentence of a kind wrong: the kind the next rung wins on, said in one sentence.
 REASONS = {
@@ -47,13 +53,17 @@ REASONS = {
                             "gets its own voice back.",
     ("separate maps", "order"): "Without positions 'ann gave the cup to bob' and 'bob gave the cup to ann' are "
                                 "the same words, so it can only guess which name came second.",
-    ("positions", "blend"): "One head moves every word with the same W_v: the lemon sends its colour and its "
-                            "kind whether it was asked for its colour or for its kind.",
+    ("positions", "blend"): "One head moves every word with the same W_v: each thing sends its colour, kind "
+                            "and rank whatever it was asked for, and one set of weights can only weigh the "
+                            "three things against each other.",
     ("heads", "recall"): "One layer cannot do two steps: each place must first take in the name before it, "
                          "then the name asked about can pull its place.",
 }
 FAILING_KIND = {rung: kind for rung, kind in REASONS}
 PULL_KIND = "swap"          # the kind whose pull statistic is measured
+# Kinds whose answer is one of two words of the sentence: a rung blind to which is which can
+# be right half the time by naming one of them; below half, it names other words as well.
+CANDIDATES = {"order": lambda c: (c[0], c[1]), "recall": lambda c: (c[1], c[3])}
 # The minimal pair: the same words in another order. Anything blind to order (the average,
 # attention without positions) computes the same context for both and so predicts one name twice.
 MINIMAL_PAIR = (("order", ("ann", "bob", "cup")), ("order", ("bob", "ann", "cup")))
@@ -71,6 +81,7 @@ class LadderConfig:
     d_model: int = 32
     eval_per_kind: int = 200    # held-out sentences scored per kind
     jobs: int = 2               # trainings at once (one core each)
+    kinds: tuple = KINDS        # the language's kinds (fewer: what a rung does without the others)
 
 
 @dataclass
@@ -82,6 +93,7 @@ class RungRun:
     wrong: dict                 # kind -> the first held-out sentence it gets wrong
     seconds: float
     pull: dict = field(default_factory=dict)        # the pull statistic (rungs with scores)
+    candidates: dict = field(default_factory=dict)  # kind -> share of answers naming one of CANDIDATES
     pair: list = field(default_factory=list)        # its predictions on MINIMAL_PAIR
     weights: dict = field(default_factory=dict)     # kind -> (T, T) weights on a probe sentence
     scores: dict = field(default_factory=dict)      # kind -> (T, T) raw scores (one-head dot-product rungs)
@@ -97,6 +109,7 @@ class RungResult:
     example: dict               # a held-out sentence it gets wrong (or {} if none)
     seconds: list               # per seed
     pull: dict = field(default_factory=dict)        # statistic -> [value per seed]
+    candidates: dict = field(default_factory=dict)  # kind -> [share per seed]
     pair: list = field(default_factory=list)        # first seed
     weights: dict = field(default_factory=dict)     # first seed, as in RungRun
     scores: dict = field(default_factory=dict)
@@ -122,6 +135,8 @@ class LadderResult:
             table = {"name": r.name, "idea": r.idea,
                      "accuracy": {k: [round(float(v), 4) for v in r.accuracy[k]] for k in self.kinds},
                      "example": r.example, "seconds": [round(s, 1) for s in r.seconds]}
+            if r.candidates:
+                table["candidates"] = {k: [round(float(v), 4) for v in values] for k, values in r.candidates.items()}
             if r.pull:
                 table["pull"] = {k: [None if v is None else round(float(v), 4) for v in values]
                                  for k, values in r.pull.items()}
@@ -147,7 +162,8 @@ def train_rung(rung_class, config: LadderConfig, language: Language, seed: int):
     rows = np.arange(config.batch_size)
     for step in range(1, config.steps + 1):
         optimizer.lr = learning_rate(config, lr, step)
-        batch = encode_batch(language.sample("train", config.batch_size, batches, mix=MIX), "answer", MAX_LEN)
+        batch = encode_batch(language.sample("train", config.batch_size, batches, mix=mix(language.kinds)),
+                             "answer", MAX_LEN)
         logits = model(batch.inputs, batch.answer_position)                       # (B, vocab)
         loss = F.cross_entropy(logits, batch.targets[rows, batch.answer_position])
         optimizer.zero_grad()
@@ -177,6 +193,27 @@ def score(model, examples):
             wrong[kind] = {"kind": kind, "context": " ".join(e.context), "answer": e.answer,
                            "predicted": VOCAB[predicted[miss]]}
     return accuracy, wrong
+
+
+def candidate_shares(model, examples, language) -> dict:
+    """For each kind of CANDIDATES: the share of ``examples`` of it where the rung's answer is one
+    of the two words the answer is chosen from (right or not). For recall also ``recall_seen``:
+    the share where it names a place the asked name is stated at in some training sentence (a
+    memorised fact; in most held-out sentences that is the other name's place)."""
+    predicted = predict(model, examples)
+    shares = {}
+    for kind, candidates in CANDIDATES.items():
+        rows = [i for i, e in enumerate(examples) if e.kind == kind]
+        if rows:
+            shares[kind] = float(np.mean([VOCAB[predicted[i]] in candidates(examples[i].combination) for i in rows]))
+    if "recall" in shares:
+        seen = set()
+        for name1, place1, name2, place2, _ in language.combinations("train", "recall"):
+            seen |= {(name1, place1), (name2, place2)}
+        rows = [i for i, e in enumerate(examples) if e.kind == "recall"]
+        asked = [examples[i].combination[2 * examples[i].combination[4]] for i in rows]
+        shares["recall_seen"] = float(np.mean([(name, VOCAB[predicted[i]]) in seen for name, i in zip(asked, rows)]))
+    return shares
 
 
 def swap_positions(example):
@@ -223,17 +260,18 @@ def run_rung(index: int, seed: int, config: LadderConfig, pictures: bool = True)
     can run it); ``pictures``: also keep its weights on the probe sentences."""
     with threadpool_limits(limits=1, user_api="blas"):
         start = time.process_time()
-        language = Language(seed=seed)
+        language = Language(seed=seed, kinds=config.kinds)
         rung_class = RUNGS[index]
         model = train_rung(rung_class, config, language, seed)
         seconds = time.process_time() - start
         held_out = language.evaluation_set(per_kind=config.eval_per_kind)
         accuracy, wrong = score(model, held_out)
-        run = RungRun(index, seed, accuracy, wrong, seconds)
+        run = RungRun(index, seed, accuracy, wrong, seconds, candidates=candidate_shares(model, held_out, language))
         pair = [make_example(kind, combination) for kind, combination in MINIMAL_PAIR]
         run.pair = [(" ".join(e.context), VOCAB[p], e.answer) for e, p in zip(pair, predict(model, pair))]
-        swaps = [make_example(PULL_KIND, c) for c in language.combinations("held-out", PULL_KIND)]
-        if hasattr(model, "scores"):
+        swaps = ([make_example(PULL_KIND, c) for c in language.combinations("held-out", PULL_KIND)]
+                 if PULL_KIND in language.kinds else [])
+        if hasattr(model, "scores") and swaps:
             run.pull = pull_statistic(model, swaps)
         if not pictures:
             return run
@@ -245,7 +283,8 @@ def run_rung(index: int, seed: int, config: LadderConfig, pictures: bool = True)
                     run.scores[kind] = model.scores(model.embed(ids)).data[0]
                 if hasattr(model, "attention_maps"):
                     run.maps[kind] = model.attention_maps(ids)[:, 0]
-            right = np.flatnonzero(predict(model, swaps) == np.array([VOCAB.index(e.answer) for e in swaps]))
+            right = np.flatnonzero(predict(model, swaps) == np.array([VOCAB.index(e.answer) for e in swaps])) \
+                if swaps else []
             if len(right):
                 example = swaps[right[0]]
                 ids = probe_ids(example)
@@ -295,6 +334,7 @@ def gather(index: int, runs) -> RungResult:
                         right_swap=first.right_swap)
     if first.pull:
         result.pull = {k: [r.pull[k] for r in runs] for k in first.pull}
+    result.candidates = {k: [r.candidates[k] for r in runs] for k in first.candidates}
     return result
 
 
@@ -326,7 +366,7 @@ def run_ladder(config: LadderConfig = None, rungs=None, progress=None) -> Ladder
             if progress:
                 progress(run)
     results = [gather(i, [done[i, seed] for seed in seeds]) for i in indices]
-    language = Language(seed=seeds[0])
+    language = Language(seed=seeds[0], kinds=config.kinds)
     probes = {kind: ("<bos>",) + e.context for kind, e in probe_examples(language).items()}
     cpu = sum(run.seconds for run in done.values())
-    return LadderResult(config, KINDS, tuple(seeds), results, probes, time.perf_counter() - start, cpu)
+    return LadderResult(config, tuple(config.kinds), tuple(seeds), results, probes, time.perf_counter() - start, cpu)

@@ -24,11 +24,13 @@ it cannot. The sentence kinds, each with an example (the scored word in brackets
              The same words in another order ("bob gave the cup to ann") need another
              answer: anything blind to order (the average, attention without positions)
              is right half the time at best.
-    blend    ann mixes the colour of the lemon with the kind of the ruby and gets [topaz]
-             The first-listed thing of the first thing's colour and the second thing's kind.
-             The same two things in the other roles need another answer, so each thing must
-             send its colour in one role and its kind in the other: one head moves every word
-             the same way, several heads can each move their own part.
+    blend    ann mixes the colour of lemon , the kind of ruby and the rank of parrot and gets [topaz]
+             The thing of the first thing's colour, the second thing's kind and the third
+             thing's rank (first, second or third listed of its colour and kind: parrot is the
+             first green bird, so the answer is the first yellow gem). The same things in other
+             roles need another answer, so each thing must send one part in one role and another
+             in the next: one head moves every word with the same W_v and can only weigh the
+             three against each other; several heads each take one role and move its part.
     recall   ann is at the lake and bob is at the mill . where is bob [mill]
              The answer is a word stated earlier in the same sentence: which place goes with
              the name asked about. Held-out sentences pair names and places never seen
@@ -55,7 +57,7 @@ Examples and the split
 ``Language(seed)`` builds every kind's combinations (the content words a sentence is made
 of) and splits them **by combination**: a combination is held out if it contains a
 held-out pair (a name with a place, a name with a name, two animals, a name with a shop,
-three things, two things, two names with a move), and the pairs to hold out are drawn from
+three things, two names with a move), and the pairs to hold out are drawn from
 the seed. No held-out combination,
 and for the pair-based kinds no held-out pair, ever appears in training.
 
@@ -125,7 +127,7 @@ LOSES_TO = {"rock": "paper", "paper": "scissors", "scissors": "rock",
 KINDS = ("topic", "colour", "game", "swap", "order", "blend", "recall")
 TEMPLATE_WORDS = ("on", "went", "to", "the", "and", "bought", "a", "i", "see", ",", ".", "point", "at",
                   "swap", "voices", "now", "gave", "is", "with", "plays", "beats", "it", "mixes",
-                  "colour", "of", "kind", "gets", "held", "by", "where")
+                  "colour", "of", "kind", "gets", "held", "by", "where", "rank")
 
 
 class LanguageError(ValueError):
@@ -197,14 +199,16 @@ def _game(name1, move, name2):
     return (name1, "plays", move, "and", name2, "beats", "it", "with", LOSES_TO[move])
 
 
-def _first_of(colour, category):
-    """The blend kind's answer: the first thing listed of that colour and category."""
-    return THINGS[category][colour][0]
+def _rank_of(thing):
+    """0, 1 or 2: where ``thing`` is listed among the three things of its colour and category."""
+    return next(group.index(thing) for by_colour in THINGS.values() for group in by_colour.values()
+                if thing in group)
 
 
-def _blend(name, coloured, kinded):
-    return (name, "mixes", "the", "colour", "of", "the", coloured, "with", "the", "kind", "of", "the", kinded,
-            "and", "gets", _first_of(_colour_of(coloured), _category_of(kinded)))
+def _blend(name, coloured, kinded, ranked):
+    answer = THINGS[_category_of(kinded)][_colour_of(coloured)][_rank_of(ranked)]
+    return (name, "mixes", "the", "colour", "of", coloured, ",", "the", "kind", "of", kinded,
+            "and", "the", "rank", "of", ranked, "and", "gets", answer)
 
 
 def _swap(first, second, asked):
@@ -241,11 +245,14 @@ def _combinations(kind):
                 yield (name1, move, name2), [tuple(sorted((name1, name2))) + (move,)]
     elif kind == "blend":
         things = [t for by_colour in THINGS.values() for group in by_colour.values() for t in group]
+        count = itertools.count()
         for coloured, kinded in itertools.permutations(things, 2):
             if _colour_of(coloured) == _colour_of(kinded) or _category_of(coloured) == _category_of(kinded):
-                continue        # two colours and two categories: the roles decide between two answers
-            for name in NAMES:
-                yield (name, coloured, kinded), [tuple(sorted((coloured, kinded)))]
+                continue        # two colours and two categories: the roles decide between answers
+            for ranked in things:
+                if ranked not in (coloured, kinded):
+                    name = NAMES[next(count) % len(NAMES)]      # any name: it only varies the sentence
+                    yield (name, coloured, kinded, ranked), [tuple(sorted((coloured, kinded, ranked)))]
     elif kind == "swap":
         for first, second in itertools.permutations(VOICES, 2):
             for asked in range(2):
@@ -265,7 +272,7 @@ def _combinations(kind):
 
 _BUILD = {"topic": _topic, "colour": _colour, "game": _game, "swap": _swap, "order": _order, "blend": _blend,
           "recall": _recall}
-_ANSWER_INDEX = {"topic": 10, "colour": 16, "game": 8, "swap": 11, "order": 13, "blend": 15, "recall": 15}
+_ANSWER_INDEX = {"topic": 10, "colour": 16, "game": 8, "swap": 11, "order": 13, "blend": 18, "recall": 15}
 
 
 def make_example(kind: str, combination: tuple) -> Example:
