@@ -51,6 +51,8 @@ class RecallCircuit:
     reading: np.ndarray         # (S,) its weight from the last word on the asked place, the smaller order's
     reads: list                 # per step, the word it reads most in each order, e.g. ("farm", "farm")
     right_places: tuple         # the right answer in each order, e.g. ("farm", "lake")
+    probe_rows: list            # the snapshots' probe rows of the two orders
+    rows: list                  # and their positions (``RecallRow``), in the same order
 
     @property
     def recall_step(self):
@@ -71,6 +73,15 @@ class RecallCircuit:
         before = self.steps < (self.reader_step if self.reader_step is not None else np.inf)
         return before & np.array([r[0] == r[1] and r[0] in PLACES for r in self.reads])
 
+    def shortcut_shown(self) -> tuple:
+        """(index of the last shortcut step, the probe row it gets wrong): the moment just before
+        the circuit, on the order where the shortcut shows. None when there was no shortcut."""
+        if not self.shortcut.any():
+            return None
+        index = int(np.flatnonzero(self.shortcut)[-1])
+        order = next(o for o, right in enumerate(self.right_places) if right != self.reads[index][o])
+        return index, self.probe_rows[order]
+
     def summary(self) -> str:
         last = -1
         return (f"layer 0 head {self.binder_head} binds (each place on its own name {self.binding[last]:.2f}) "
@@ -83,10 +94,11 @@ def _first(steps, holds):
     return int(steps[hits[0]]) if len(hits) else None
 
 
-def recall_rows(snapshots) -> list:
-    """The snapshots' recall rows as ``RecallRow``s, found by their words (names and places)."""
+def recall_rows(probe) -> list:
+    """The recall rows of a snapshots file's ``probe`` as ``RecallRow``s, found by their words
+    (names and places)."""
     rows = []
-    for text in snapshots["probe"]:
+    for text in probe:
         kind, _, sentence = str(text).partition(": ")
         if kind != "recall":
             continue
@@ -102,7 +114,7 @@ def recall_rows(snapshots) -> list:
 
 def measure_recall_circuit(snapshots) -> RecallCircuit:
     """The circuit in ``snapshots`` (``load_snapshots``'s dict of a next-word run)."""
-    rows = recall_rows(snapshots)
+    rows = recall_rows(snapshots["probe"])
     probe_rows = [p for p, text in enumerate(snapshots["probe"]) if str(text).startswith("recall: ")]
     layers = [int(layer) for layer in snapshots["layers"]]
     if 0 not in layers or 1 not in layers:
@@ -120,7 +132,7 @@ def measure_recall_circuit(snapshots) -> RecallCircuit:
     recall = snapshots["held_out_accuracy"][:, list(snapshots["held_out_kinds"]).index("recall")]
     return RecallCircuit(np.asarray(snapshots["steps"]), np.asarray(recall, dtype=np.float64), binder,
                          binding[:, binder].astype(np.float64), reader, reading[:, reader].astype(np.float64),
-                         reads, tuple(row.words[row.places[row.answer]] for row in rows))
+                         reads, tuple(row.words[row.places[row.answer]] for row in rows), probe_rows, rows)
 
 
 def recall_circuit(path) -> RecallCircuit:
