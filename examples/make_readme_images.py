@@ -66,7 +66,7 @@ def ladder_command(seed: int) -> str:
 
 def lesson_commands(seed: int) -> list:
     """The recall circuit forming (docs/explorer.md): a next-word run recording its attention, and
-    the two training steps next-word-explore shows of it (about 5 minutes)."""
+    the two training steps next-word-explore shows of it (under a minute on the 2-vCPU VM)."""
     folder = f"runs/readme-next-word-seed-{seed}"
     return [f"next-word-train --seed {seed} --snapshot-every 10 --no-progress --out {folder} --force",
             f"python examples/recall_circuit_picture.py --checkpoint {folder}/model.npz "

@@ -3,13 +3,12 @@
     next-word-train --snapshot-every 10 --out runs/next-word
     python examples/recall_circuit_picture.py --checkpoint runs/next-word/model.npz --out docs/images/recall_circuit.png
 
-It writes the run's next-word-explore page (no ladder, no check) to a temporary file, opens it
-in headless Chromium at 1280 x 1000, picks the recall probe asked about the second name (its
-answer is the place stated second, so a "first place stated" shortcut gets it wrong), keeps
-the head the page opens on (the one whose weights changed most over training) and takes the
-side panel at two steps found from the run's held-out recall accuracy: the last step before it
-first reaches 95% at which it was at most 65% (the shortcut), and the first step at 95% or more
-(recall). The two pictures are put side by side.
+It measures the run's recall circuit from its snapshots (``viz/recall_circuit.py``), writes the
+run's next-word-explore page (no ladder, no check) to a temporary file, opens it in headless
+Chromium at 1280 x 1000, focuses the layer-1 head that comes to read the answer (the reader), and
+takes the side panel, every layer and head, at two steps: the last one at which that head read one
+fixed place whichever name was asked (the shortcut), on the recall probe the shortcut gets wrong,
+and the first at which held-out recall reached 95%. The two pictures are put side by side.
 """
 import argparse
 import os
@@ -18,25 +17,6 @@ import tempfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
-
-
-def lesson_steps(snapshots) -> tuple:
-    """(index before, index after) of the recorded steps, from the recall kind's held-out accuracy."""
-    recall = list(snapshots["held_out_kinds"]).index("recall")
-    accuracy = snapshots["held_out_accuracy"][:, recall]
-    after = next(i for i, a in enumerate(accuracy) if a >= 0.95)
-    before = max(i for i in range(after) if accuracy[i] <= 0.65)
-    return before, after
-
-
-def second_name_row(probe) -> int:
-    """The recall probe row whose answer is not the place stated first."""
-    for p, row in enumerate(probe):
-        kind, text = str(row).split(": ", 1)
-        words = text.split()
-        if kind == "recall" and words[-1] != words[4]:
-            return p
-    raise ValueError("no recall probe asked about the second name in these snapshots")
 
 
 def main(argv=None) -> int:
@@ -49,10 +29,16 @@ def main(argv=None) -> int:
     from transformer.training.snapshots import load_snapshots, snapshots_beside
     from viz.browser import open_page
     from viz.explorer.next_word_cli import main as explore
+    from viz.recall_circuit import measure_recall_circuit
 
     snapshots = load_snapshots(snapshots_beside(args.checkpoint))
-    before, after = lesson_steps(snapshots)
-    row = second_name_row(snapshots["probe"])
+    circuit = measure_recall_circuit(snapshots)
+    if circuit.shortcut_shown() is None or circuit.recall_step is None:
+        print(f"error: no shortcut, or recall never reached 95%, in this run: {circuit.summary()}", file=sys.stderr)
+        return 2
+    before, row = circuit.shortcut_shown()
+    after = list(circuit.steps).index(circuit.recall_step)
+    reader = f'canvas.cell[data-module="decoder.layers.1.self_attn"][data-head="{circuit.reader_head}"]'
     with tempfile.TemporaryDirectory() as folder:
         page_path = os.path.join(folder, "page.html")
         if explore(["--checkpoint", args.checkpoint, "--out", page_path, "--ladder-steps", "0", "--no-check"]):
@@ -64,6 +50,7 @@ def main(argv=None) -> int:
             for index in (before, after):
                 page.evaluate("i => { const s = document.getElementById('snap-step'); s.value = i; "
                               "s.dispatchEvent(new Event('input')); }", index)
+                page.click(reader)
                 shot = os.path.join(folder, f"{index}.png")
                 page.locator("#side").screenshot(path=shot)
                 shots.append(Image.open(shot).convert("RGB"))
@@ -73,8 +60,9 @@ def main(argv=None) -> int:
         picture.paste(shots[1], (shots[0].width + 10, 0))
         picture.save(args.out + ".tmp.png")
         os.replace(args.out + ".tmp.png", args.out)
-    steps = snapshots["steps"]
-    print(f"wrote {args.out}: steps {steps[before]} and {steps[after]}, probe {snapshots['probe'][row]}")
+    steps = circuit.steps
+    print(f"wrote {args.out}: steps {steps[before]} and {steps[after]}, probe {snapshots['probe'][row]}, "
+          f"layer 1 head {circuit.reader_head} focused")
     return 0
 
 

@@ -16,7 +16,7 @@ nbclient = pytest.importorskip("nbclient", reason="pip install -e '.[test]' inst
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOTEBOOK = os.path.join(REPO, "notebooks", "attention_from_next_word.ipynb")
-PICTURES = 9                   # every picture drawn by its own cell
+PICTURES = 10                  # every picture drawn by its own cell
 NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
 CLOCK = re.compile(r"trained in \d+ s|[\d.]+ s wall")      # the only numbers that depend on the machine
 
@@ -48,6 +48,7 @@ def test_the_committed_notebook_keeps_its_outputs_in_order():
     assert "all three equal" in text and "(exactly 0)" in text
     assert "third row, / sqrt(2): [0.248 0.248 0.503]" in text
     assert "voting with its value, W_v x: {'rock': 'paper', 'paper': 'scissors', 'scissors': 'rock'}" in text
+    assert re.search(r"layer 0 head \d binds .* layer 1 head \d reads the asked place .* recall at 95% from step \d+", text)
 
 
 @pytest.mark.slow

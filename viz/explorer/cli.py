@@ -5,6 +5,7 @@ import time
 
 from transformer.commands.console import Parser, console_script, path_argument
 from transformer.files.output_file import HTML, add_force_option, check_output, write_output
+from transformer.training.snapshots import attention_modules
 
 from ..attention_graph import KINDS, find_attention_module
 from ..inputs import UNTRAINED, add_model_arguments, model_from_args, on_numpy_twins, source_ids
@@ -36,11 +37,23 @@ def step_data(model, subject, kind, layer, check=True, rungs=None) -> dict:
 
 def build_page_data(model, date, kind, layer, check=True, snapshots=None, rungs=None) -> dict:
     """Everything the page shows: ``step_data`` for the input, and the attention snapshots of the
-    run (``snapshots``: their file) for the training-step grid, slider and curves."""
+    run (``snapshots``: ``training_steps.snapshot_data`` of their file) for the training-step grid,
+    slider and curves."""
     data = step_data(model, date, kind, layer, check, rungs)
     if snapshots:
-        data["snapshots"] = snapshot_data(model, snapshots)
+        data["snapshots"] = snapshots
     return data
+
+
+def graph_module(model, kind=None, layer=None, snapshots=None, default=("decoder-self", 0)) -> tuple:
+    """(kind, layer) of the step's graph. Given neither, and the run has snapshots
+    (``snapshot_data``), the module of the head that changed most over training, where the
+    heatmaps open, so the graph and the heatmaps show one module; else ``default``. A kind or
+    layer given always wins (the other then takes its default)."""
+    if kind is None and layer is None and snapshots:
+        top = snapshots["changes"][0]["module"]
+        return next((k, n) for name, k, n, _ in attention_modules(model) if name == top)
+    return kind or default[0], default[1] if layer is None else layer
 
 
 def serve_explorer(model, data, title, kind, layer, port, placeholder, rungs=None) -> int:
@@ -70,16 +83,24 @@ def page_title(module_name, date, trained) -> str:
     return f"one attention step: {module_name} on {date}" + ("" if trained else f" ({UNTRAINED})")
 
 
-def write_explorer(model, out, date="1845-01-05", kind="encoder-self", layer=0, trained=True, check=True,
+def write_explorer(model, out, date="1845-01-05", kind=None, layer=None, trained=True, check=True,
                    force=True, snapshots=None, rungs=None) -> str:
     """Write the page to ``out`` (a path ending in .html), atomically, and return the path.
-    ``snapshots``: the run's attention snapshots file, shown under a training-step slider.
+    ``snapshots``: the run's attention snapshots file, shown under a training-step slider; the
+    step's graph is on ``kind`` and ``layer`` (``graph_module`` when not given).
 
     An existing page there is replaced only with ``force``; anything else never (``check_output``).
     """
+    view = snapshot_data(model, snapshots) if snapshots else None
+    kind, layer = graph_module(model, kind, layer, view)
+    return _write_page(model, out, date, kind, layer, trained, check, force, view, rungs)
+
+
+def _write_page(model, out, date, kind, layer, trained, check, force, view, rungs=None) -> str:
+    """``write_explorer`` with the snapshots already read (``view``) and the module chosen."""
     name, _ = find_attention_module(model, kind, layer)
     check_output(out, force, kind=HTML)
-    page = page_html(build_page_data(model, date, kind, layer, check, snapshots, rungs), page_title(name, date, trained))
+    page = page_html(build_page_data(model, date, kind, layer, check, view, rungs), page_title(name, date, trained))
     return write_output(out, page, force, HTML)
 
 
@@ -93,9 +114,12 @@ def main(argv=None) -> int:
     parser = Parser(prog="dates-explore", description="One attention step of the date model, "
                     "forward and backward, in one self-contained HTML page.")
     add_model_arguments(parser)
-    parser.add_argument("--kind", choices=KINDS, default="decoder-self",
-                        help="which attention (default: %(default)s, the one kind a decoder-only model has)")
-    parser.add_argument("--layer", type=int, default=0, help="layer index, from 0 (default: %(default)s)")
+    parser.add_argument("--kind", choices=KINDS, default=None,
+                        help="which attention the step's graph shows (default: when the checkpoint's run recorded "
+                             "attention snapshots, the kind of the head that changed most over training, where the "
+                             "heatmaps open; else decoder-self, the one kind a decoder-only model has)")
+    parser.add_argument("--layer", type=int, default=None,
+                        help="its layer, from 0 (default: that head's layer with snapshots, else 0)")
     parser.add_argument("--out", default=os.path.join("runs", "viz", "explorer.html"), type=path_argument,
                         help="the HTML file to write (default: %(default)s)")
     parser.add_argument("--no-check", action="store_true",
@@ -109,15 +133,19 @@ def main(argv=None) -> int:
         if not args.serve:
             check_output(args.out, args.force, kind=HTML)
         chosen = model_from_args(args)
-        name, _ = find_attention_module(chosen.model, args.kind, args.layer)
+        if args.kind is not None or args.layer is not None:       # a bad choice fails before the snapshots are read
+            find_attention_module(chosen.model, *graph_module(chosen.model, args.kind, args.layer))
         snapshots = snapshots_beside(chosen.source) if chosen.trained else None
-        if args.serve:
-            data = build_page_data(chosen.model, args.date, args.kind, args.layer, not args.no_check, snapshots)
-            return serve_explorer(chosen.model, data, page_title(name, args.date, chosen.trained), args.kind,
-                                  args.layer, args.port, "a date, YYYY-MM-DD")
         start = time.perf_counter()
-        path = write_explorer(chosen.model, args.out, args.date, args.kind, args.layer, chosen.trained,
-                              check=not args.no_check, force=args.force, snapshots=snapshots)
+        view = snapshot_data(chosen.model, snapshots) if snapshots else None
+        kind, layer = graph_module(chosen.model, args.kind, args.layer, view)
+        name, _ = find_attention_module(chosen.model, kind, layer)
+        if args.serve:
+            data = build_page_data(chosen.model, args.date, kind, layer, not args.no_check, view)
+            return serve_explorer(chosen.model, data, page_title(name, args.date, chosen.trained), kind,
+                                  layer, args.port, "a date, YYYY-MM-DD")
+        path = _write_page(chosen.model, args.out, args.date, kind, layer, chosen.trained, not args.no_check,
+                           args.force, view)
         seconds = time.perf_counter() - start
     except (DateError, ValueError, OSError, CheckpointError, SnapshotError) as error:
         print(f"error: {error}", file=sys.stderr)
@@ -127,4 +155,6 @@ def main(argv=None) -> int:
           "open it in a browser, no server needed)")
     if snapshots:
         print(f"with the attention snapshots of {snapshots}: a training-step slider over them (↑ / ↓)")
+    if view and args.kind is None and args.layer is None:
+        print(f"the step's graph: {name}, which holds the head that changed most over training")
     return 0

@@ -19,8 +19,9 @@ from transformer.commands.console import Parser, console_script, path_argument
 from transformer.files.output_file import HTML, add_force_option, check_output, write_output
 
 from ..inputs import on_numpy_twins
-from .cli import add_serve_options, build_page_data, check_port, page_title, serve_explorer
+from .cli import add_serve_options, build_page_data, check_port, graph_module, page_title, serve_explorer
 from .page import page_html
+from .training_steps import snapshot_data
 
 DEFAULT_RUN = os.path.join("runs", "next-word")
 LADDER_STEPS = 600          # Adam steps per rung trained for the page (attention-ladder trains 2,500)
@@ -42,7 +43,10 @@ def parse_args(argv):
                              f"or {DEFAULT_RUN}-N/model.npz); its run's attention_snapshots.npz is shown when there")
     parser.add_argument("--sentence", default=None,
                         help="the words the step runs on (default: the recall probe asked about the second name)")
-    parser.add_argument("--layer", type=int, default=None, help="the layer of the step's graph (default: the last)")
+    parser.add_argument("--layer", type=int, default=None,
+                        help="the layer of the step's graph (default: when the run recorded attention snapshots, "
+                             "the layer of the head that changed most over training, where the heatmaps open; "
+                             "else the last)")
     parser.add_argument("--ladder-steps", type=int, default=LADDER_STEPS, metavar="N",
                         help="train each rung of the attention ladder N steps to show them on the sentence "
                              "(default: %(default)s; 0: no ladder)")
@@ -81,16 +85,19 @@ def main(argv=None) -> int:
                              "or pass --checkpoint PATH")
         model = load_model(checkpoint, task="next-word")
         subject = subject_for(model, args.sentence if args.sentence is not None else default_sentence())
-        layer = model.config.num_layers - 1 if args.layer is None else args.layer
-        name, _ = find_attention_module(model, "decoder-self", layer)
+        if args.layer is not None:                    # a bad layer fails before the snapshots are read
+            find_attention_module(model, "decoder-self", args.layer)
         snapshots = snapshots_beside(checkpoint)
         start = time.perf_counter()
+        view = snapshot_data(model, snapshots) if snapshots else None
+        _, layer = graph_module(model, None, args.layer, view, default=("decoder-self", model.config.num_layers - 1))
+        name, _ = find_attention_module(model, "decoder-self", layer)
         rungs = None
         if args.ladder_steps:
             say = lambda line: print(line, file=sys.stderr, flush=True)     # noqa: E731
             say(f"training the attention ladder's rungs for the page, {args.ladder_steps} steps each ...")
             rungs = (args.ladder_steps, train_rungs(args.ladder_steps, say=say))
-        data = build_page_data(model, subject, "decoder-self", layer, not args.no_check, snapshots, rungs)
+        data = build_page_data(model, subject, "decoder-self", layer, not args.no_check, view, rungs)
         title = page_title(name, subject.text, True)
         if args.serve:
             return serve_explorer(model, data, title, "decoder-self", layer, args.port,
@@ -105,6 +112,8 @@ def main(argv=None) -> int:
           "open it in a browser, no server needed)")
     if snapshots:
         print(f"with the attention snapshots of {snapshots}: every layer and head over the training steps (▶, ↑ / ↓)")
+        if args.layer is None:
+            print(f"the step's graph: {name}, which holds the head that changed most over training")
     else:
         print(f"no attention snapshots beside {checkpoint}: train with --snapshot-every 10 to watch it learn")
     return 0

@@ -1,0 +1,89 @@
+"""The recall circuit's measurement (viz/recall_circuit.py): it finds a circuit planted in a real
+snapshots file's weights (which heads, which steps), refuses files without one in a line, and
+(slow) finds the circuit default next-word runs actually form, both heads before recall is learned,
+after a shortcut that reads one fixed place (docs/explorer.md's claim, on two of its five seeds)."""
+import numpy as np
+import pytest
+
+from explore_runs import dates_run, next_word_run
+from transformer.tasks.language import NAMES, PLACES
+from transformer.training.next_word import NextWordTrainer, default_model_config, default_train_config
+from transformer.training.snapshots import SNAPSHOTS_NAME, load_snapshots
+from viz.recall_circuit import measure_recall_circuit, recall_circuit
+
+
+def recall_positions(snapshots):
+    """Per recall probe row: (row, place positions, the name before each, last input position, asked place),
+    read from the file's own key tokens."""
+    found = []
+    for p, text in enumerate(snapshots["probe"]):
+        if not str(text).startswith("recall: "):
+            continue
+        tokens = list(snapshots["keys"][0][p])
+        last = tokens.index("<pad>") - 2 if "<pad>" in tokens else len(tokens) - 2     # the answer is the last token
+        places = [t for t in range(last + 1) if tokens[t] in PLACES]
+        names = [max(n for n in range(t) if tokens[n] in NAMES) for t in places]
+        answer = next(t for t in places if tokens[t] == tokens[last + 1])
+        found.append((p, places, names, last, answer))
+    return found
+
+
+@pytest.fixture(scope="module")
+def snapshots(tmp_path_factory):
+    checkpoint = next_word_run(tmp_path_factory.mktemp("run"), steps=20, every=4)
+    return load_snapshots(checkpoint.replace("model.npz", SNAPSHOTS_NAME))
+
+
+def test_it_finds_the_heads_and_steps_planted_in_a_run(snapshots):
+    data = dict(snapshots, weights=[w.copy() for w in snapshots["weights"]],
+                held_out_accuracy=snapshots["held_out_accuracy"].copy())
+    first, second = data["weights"]                                  # layer 0, layer 1: (S, P, heads, Tq, Tk)
+    steps = list(data["steps"])                                      # 0 4 8 12 16 20
+    binder, reader, bound, read, recalled = 1, 0, 2, 3, 4            # heads, and the indices of their steps
+    for p, places, names, last, answer in recall_positions(data):
+        for place, name in zip(places, names):
+            first[bound:, p, binder, place, :] = 0
+            first[bound:, p, binder, place, name] = 0.9
+        second[:, p, reader, last, :] = 0
+        second[:read, p, reader, last, places[0]] = 0.8              # the "first place" shortcut, both orders
+        second[read:, p, reader, last, answer] = 0.8
+    data["held_out_accuracy"][:, list(data["held_out_kinds"]).index("recall")] = \
+        [0.5, 0.45, 0.5, 0.6, 0.95, 1.0]
+    circuit = measure_recall_circuit(data)
+    assert (circuit.binder_head, circuit.reader_head) == (binder, reader)
+    assert circuit.binder_step == steps[bound] and circuit.reader_step == steps[read]
+    assert circuit.recall_step == steps[recalled]
+    assert circuit.binding[-1] == pytest.approx(0.9, abs=1e-3) and circuit.reading[-1] == pytest.approx(0.8, abs=1e-3)
+    assert list(circuit.shortcut) == [True, True, True, False, False, False]
+    assert {r for i, r in enumerate(circuit.reads) if i >= read} == {circuit.right_places}
+    assert circuit.right_places[0] != circuit.right_places[1]       # the two orders ask different places
+
+
+def test_without_the_circuit_no_step_is_claimed(snapshots):
+    data = dict(snapshots, weights=[np.zeros_like(w) for w in snapshots["weights"]],
+                held_out_accuracy=np.zeros_like(snapshots["held_out_accuracy"]))
+    circuit = measure_recall_circuit(data)
+    assert circuit.binder_step is None and circuit.reader_step is None and circuit.recall_step is None
+    assert not circuit.shortcut.any()                             # all-zero weights: it "reads" <bos>
+    assert "step None" in circuit.summary()
+
+
+def test_a_date_run_has_no_recall_circuit_to_measure(tmp_path):
+    checkpoint = dates_run(tmp_path)
+    with pytest.raises(ValueError, match="no recall probe"):
+        recall_circuit(checkpoint.replace("model.npz", SNAPSHOTS_NAME))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [0, 4])      # the seed the docs show; the one whose reader comes closest to recall
+def test_a_default_run_forms_the_circuit_before_recall_is_learned(tmp_path, seed):
+    trainer = NextWordTrainer(default_model_config(), default_train_config(snapshot_every=10, seed=seed),
+                              out_dir=str(tmp_path))
+    trainer.run(progress=False)
+    circuit = recall_circuit(tmp_path / SNAPSHOTS_NAME)
+    assert None not in (circuit.binder_step, circuit.reader_step, circuit.recall_step), circuit.summary()
+    assert circuit.binder_step <= circuit.recall_step and circuit.reader_step <= circuit.recall_step, circuit.summary()
+    assert circuit.binding[-1] >= 0.5 and circuit.reading[-1] >= 0.5, circuit.summary()
+    assert circuit.reads[-1] == circuit.right_places
+    assert circuit.shortcut.any(), "the reader never read one fixed place before it recalled"
+    assert circuit.recall[circuit.shortcut].max() < 0.95

@@ -1,0 +1,140 @@
+"""The recall circuit, measured from a next-word run's attention snapshots.
+
+A recall sentence states two facts and asks one: *gus is at the lake and hal is at the farm .
+where is hal* -> farm. With two layers of causal attention the answer can only be read at the
+last word (the name asked) from a position that already knows which name goes with it, and the
+one that can is the place itself, once a layer-0 head has copied the name stated before it.
+So the circuit has two parts, measured on the snapshots' two recall rows (the same facts, each
+name asked once), every head at every recorded step:
+
+- the **binder**: the layer-0 head that best makes each place read its own name (the weight
+  from the place to the name stated just before it; the smaller of the two places counts);
+- the **reader**: the layer-1 head that best reads, from the last word, the place of the name
+  asked (its weight there; the smaller of the two orders counts).
+
+Both heads are chosen at the last snapshot. Over the steps: when held-out recall (the
+snapshots' own score, 40 sentences) first reaches 95%, when the binder first gives each place
+at least half of its weight on its own name (``BOUND``), and when the reader first reads the
+right place most, in both orders. Before then the reader typically reads one fixed place
+whichever name is asked: the shortcut, right on half of the sentences.
+"""
+from dataclasses import dataclass
+
+import numpy as np
+
+from transformer.tasks.language import NAMES, PLACES
+from transformer.training.snapshots import load_snapshots
+
+BOUND = 0.5            # a place holds its name once it puts at least this weight on it
+RECALLED = 0.95        # held-out recall accuracy that counts as learned
+EPS = 1e-6             # the file's float32 holds 38/40 as 0.94999999: that is 95%
+
+
+@dataclass
+class RecallRow:
+    """One recall probe row, as token positions (``<bos>`` is position 0)."""
+    words: list           # the row's tokens up to the answer, ``<bos>`` first
+    places: list          # positions of the two places stated
+    names: list           # position of the name stated just before each place
+    last: int             # the last word's position (the name asked), whose output predicts the answer
+    answer: int           # position of the asked name's place among ``places``
+
+
+@dataclass
+class RecallCircuit:
+    """The two heads and when they formed; steps are None where it never happened."""
+    steps: np.ndarray           # (S,) the recorded steps
+    recall: np.ndarray          # (S,) held-out recall accuracy
+    binder_head: int            # in layer 0
+    binding: np.ndarray         # (S,) its weight from each place to its own name, the smaller place's
+    reader_head: int            # in layer 1
+    reading: np.ndarray         # (S,) its weight from the last word on the asked place, the smaller order's
+    reads: list                 # per step, the word it reads most in each order, e.g. ("farm", "farm")
+    right_places: tuple         # the right answer in each order, e.g. ("farm", "lake")
+    probe_rows: list            # the snapshots' probe rows of the two orders
+    rows: list                  # and their positions (``RecallRow``), in the same order
+
+    @property
+    def recall_step(self):
+        return _first(self.steps, self.recall >= RECALLED - EPS)
+
+    @property
+    def binder_step(self):
+        return _first(self.steps, self.binding >= BOUND)
+
+    @property
+    def reader_step(self):
+        return _first(self.steps, [tuple(r) == self.right_places for r in self.reads])
+
+    @property
+    def shortcut(self) -> np.ndarray:
+        """(S,) bool: the steps before ``reader_step`` at which the reader reads one and the same
+        place whichever name is asked (the "first place" or "second place" rule)."""
+        before = self.steps < (self.reader_step if self.reader_step is not None else np.inf)
+        return before & np.array([r[0] == r[1] and r[0] in PLACES for r in self.reads])
+
+    def shortcut_shown(self) -> tuple:
+        """(index of the last shortcut step, the probe row it gets wrong): the moment just before
+        the circuit, on the order where the shortcut shows. None when there was no shortcut."""
+        if not self.shortcut.any():
+            return None
+        index = int(np.flatnonzero(self.shortcut)[-1])
+        order = next(o for o, right in enumerate(self.right_places) if right != self.reads[index][o])
+        return index, self.probe_rows[order]
+
+    def summary(self) -> str:
+        last = -1
+        return (f"layer 0 head {self.binder_head} binds (each place on its own name {self.binding[last]:.2f}) "
+                f"from step {self.binder_step}; layer 1 head {self.reader_head} reads the asked place "
+                f"({self.reading[last]:.2f}) from step {self.reader_step}; recall at 95% from step {self.recall_step}")
+
+
+def _first(steps, holds):
+    hits = np.flatnonzero(np.asarray(holds, dtype=bool))
+    return int(steps[hits[0]]) if len(hits) else None
+
+
+def recall_rows(probe) -> list:
+    """The recall rows of a snapshots file's ``probe`` as ``RecallRow``s, found by their words
+    (names and places)."""
+    rows = []
+    for text in probe:
+        kind, _, sentence = str(text).partition(": ")
+        if kind != "recall":
+            continue
+        words = ["<bos>"] + sentence.split()[:-1]          # the answer itself is never an input here
+        places = [p for p, w in enumerate(words) if w in PLACES]
+        names = [max(n for n in range(p) if words[n] in NAMES) for p in places]
+        answer = sentence.split()[-1]
+        rows.append(RecallRow(words, places, names, len(words) - 1, [words[p] for p in places].index(answer)))
+    if not rows:
+        raise ValueError("these snapshots hold no recall probe: they are not of a next-word run")
+    return rows
+
+
+def measure_recall_circuit(snapshots) -> RecallCircuit:
+    """The circuit in ``snapshots`` (``load_snapshots``'s dict of a next-word run)."""
+    rows = recall_rows(snapshots["probe"])
+    probe_rows = [p for p, text in enumerate(snapshots["probe"]) if str(text).startswith("recall: ")]
+    layers = [int(layer) for layer in snapshots["layers"]]
+    if 0 not in layers or 1 not in layers:
+        raise ValueError("the recall circuit needs two layers of attention; these snapshots have "
+                         f"layers {sorted(set(layers))}")
+    first, second = (snapshots["weights"][layers.index(layer)] for layer in (0, 1))   # (S, P, heads, Tq, Tk)
+    # binder: (S, heads), the smaller of each place's weight on its own name, over both rows
+    binding = np.min([first[:, p, :, place, name] for p, row in zip(probe_rows, rows)
+                      for place, name in zip(row.places, row.names)], axis=0)
+    # reader: (S, heads), the smaller over the orders of the last word's weight on the asked place
+    reading = np.min([second[:, p, :, row.last, row.places[row.answer]] for p, row in zip(probe_rows, rows)], axis=0)
+    binder, reader = int(binding[-1].argmax()), int(reading[-1].argmax())
+    reads = [tuple(row.words[int(second[s, p, reader, row.last, :row.last + 1].argmax())]
+                   for p, row in zip(probe_rows, rows)) for s in range(len(snapshots["steps"]))]
+    recall = snapshots["held_out_accuracy"][:, list(snapshots["held_out_kinds"]).index("recall")]
+    return RecallCircuit(np.asarray(snapshots["steps"]), np.asarray(recall, dtype=np.float64), binder,
+                         binding[:, binder].astype(np.float64), reader, reading[:, reader].astype(np.float64),
+                         reads, tuple(row.words[row.places[row.answer]] for row in rows), probe_rows, rows)
+
+
+def recall_circuit(path) -> RecallCircuit:
+    """``measure_recall_circuit`` of the snapshots file at ``path`` (``attention_snapshots.npz``)."""
+    return measure_recall_circuit(load_snapshots(path))
