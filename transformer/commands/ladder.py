@@ -68,17 +68,22 @@ def format_gains(result: LadderResult) -> str:
     return "\n".join(lines)
 
 
-def format_pull(result: LadderResult) -> str:
-    """Per rung that has scores: how often the other animal out-pulls the asked one, and how
-    often the rung is right in each case (means over the seeds)."""
+def format_pull(result: LadderResult, statistic: str = "pull") -> str:
+    """Per rung that has scores: how often the other animal out-pulls the asked one (``pull``; or,
+    ``self_pull``, the thing of the asked colour out-pulls the colour word), and how often the
+    rung is right in each case (means over the seeds)."""
     def mean(values):
         values = [v for v in values if v is not None]
         return f"{100 * np.mean(values):5.1f}%" if values else "   -  "
-    lines = [f"{'rung':>14}  other out-pulls  right when it does  right when not"]
+    other = "other out-pulls" if statistic == "pull" else "thing out-pulls"
+    lines = [f"{'rung':>14}  {other}  right when it does  right when not"
+             + ("  weight on itself" if statistic == "self_pull" else "")]
     for r in result.rungs:
-        if r.pull:
-            lines.append(f"{r.name:>14}  {mean(r.pull['out_pulls']):>15}  {mean(r.pull['right_when_out_pulls']):>18}"
-                         f"  {mean(r.pull['right_when_not']):>14}")
+        stats = getattr(r, statistic)
+        if stats:
+            lines.append(f"{r.name:>14}  {mean(stats['out_pulls']):>15}  {mean(stats['right_when_out_pulls']):>18}"
+                         f"  {mean(stats['right_when_not']):>14}"
+                         + (f"  {mean(stats['own_weight']):>16}" if "own_weight" in stats else ""))
     return "\n".join(lines)
 
 
@@ -284,6 +289,10 @@ def run(argv, draw) -> int:
         print(f"\nthe pull statistic on all held-out {PULL_KIND} sentences (the last row of the weights; "
               "mean over the seeds)\n")
         print(format_pull(result))
+    if any(r.self_pull for r in result.rungs):
+        print("\nthe self-pull statistic on the held-out colour sentences scored (the last row: the thing of "
+              "the asked colour against the colour word itself; mean over the seeds)\n")
+        print(format_pull(result, "self_pull"))
     if any(k in result.kinds for k in CANDIDATES):
         print("\nhow often the answer is one of the two words it is chosen from (order: the two names; "
               "recall: the two places), and (recall_seen) a place the asked name is stated at in some "

@@ -93,6 +93,7 @@ class RungRun:
     wrong: dict                 # kind -> the first held-out sentence it gets wrong
     seconds: float
     pull: dict = field(default_factory=dict)        # the pull statistic (rungs with scores)
+    self_pull: dict = field(default_factory=dict)   # the colour kind's self-pull statistic (rungs with scores)
     candidates: dict = field(default_factory=dict)  # kind -> share of answers naming one of CANDIDATES
     pair: list = field(default_factory=list)        # its predictions on MINIMAL_PAIR
     weights: dict = field(default_factory=dict)     # kind -> (T, T) weights on a probe sentence
@@ -109,6 +110,7 @@ class RungResult:
     example: dict               # a held-out sentence it gets wrong (or {} if none)
     seconds: list               # per seed
     pull: dict = field(default_factory=dict)        # statistic -> [value per seed]
+    self_pull: dict = field(default_factory=dict)   # statistic -> [value per seed]
     candidates: dict = field(default_factory=dict)  # kind -> [share per seed]
     pair: list = field(default_factory=list)        # first seed
     weights: dict = field(default_factory=dict)     # first seed, as in RungRun
@@ -137,9 +139,10 @@ class LadderResult:
                      "example": r.example, "seconds": [round(s, 1) for s in r.seconds]}
             if r.candidates:
                 table["candidates"] = {k: [round(float(v), 4) for v in values] for k, values in r.candidates.items()}
-            if r.pull:
-                table["pull"] = {k: [None if v is None else round(float(v), 4) for v in values]
-                                 for k, values in r.pull.items()}
+            for name in ("pull", "self_pull"):
+                if getattr(r, name):
+                    table[name] = {k: [None if v is None else round(float(v), 4) for v in values]
+                                   for k, values in getattr(r, name).items()}
             return table
         return {"kinds": list(self.kinds), "seeds": list(self.seeds), "config": asdict(self.config),
                 "seconds": round(self.seconds, 1), "cpu_seconds": round(self.cpu_seconds, 1),
@@ -244,6 +247,25 @@ def pull_statistic(model, examples) -> dict:
             "right_when_not": share(~out_pulls)}
 
 
+def self_pull_statistic(model, examples) -> dict:
+    """Over ``examples`` (colour sentences, *... i point at the yellow* -> fruit): how often the
+    thing of the asked colour out-pulls the colour word itself in the last row of the weights,
+    the share right in each case, and the colour word's mean weight on itself."""
+    batch = encode_batch(examples, "answer", MAX_LEN)
+    with minigrad.no_grad():
+        weights = model.weights(batch.inputs)                                    # (B, T, T)
+    right = predict(model, examples) == np.array([VOCAB.index(e.answer) for e in examples])
+    last = batch.answer_position
+    own = weights[np.arange(len(examples)), last, last]
+    thing = weights[np.arange(len(examples)), last, [4 + 3 * e.combination[3] for e in examples]]  # <bos> i see a X , a Y and a Z
+    out_pulls = thing > own
+
+    def share(mask):
+        return float(right[mask].mean()) if mask.any() else None
+    return {"out_pulls": float(out_pulls.mean()), "right_when_out_pulls": share(out_pulls),
+            "right_when_not": share(~out_pulls), "own_weight": float(own.mean())}
+
+
 def probe_examples(language: Language) -> dict:
     """One held-out sentence per kind, the same for every rung (for the weight tables)."""
     return {e.kind: e for e in language.evaluation_set(per_kind=1)}
@@ -273,6 +295,8 @@ def run_rung(index: int, seed: int, config: LadderConfig, pictures: bool = True)
                  if PULL_KIND in language.kinds else [])
         if hasattr(model, "scores") and swaps:
             run.pull = pull_statistic(model, swaps)
+        if hasattr(model, "scores") and "colour" in language.kinds:
+            run.self_pull = self_pull_statistic(model, [e for e in held_out if e.kind == "colour"])
         if not pictures:
             return run
         with minigrad.no_grad():
@@ -335,6 +359,8 @@ def gather(index: int, runs) -> RungResult:
     if first.pull:
         result.pull = {k: [r.pull[k] for r in runs] for k in first.pull}
     result.candidates = {k: [r.candidates[k] for r in runs] for k in first.candidates}
+    if first.self_pull:
+        result.self_pull = {k: [r.self_pull[k] for r in runs] for k in first.self_pull}
     return result
 
 
