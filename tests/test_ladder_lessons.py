@@ -137,3 +137,18 @@ def test_order_blind_rungs_answer_the_minimal_pair_with_one_name_twice(ladder):
         assert a == b, name
     for name in ("positions", "heads", "full block"):
         assert [p for _, p, _ in rungs[name].pair] == [right for _, _, right in rungs[name].pair], name
+
+
+def test_the_docs_table_is_the_one_the_ladder_computes(ladder):
+    """docs/ladder.md's table of means and ranges is this run's, cell for cell."""
+    import os
+    import re
+    rungs, result = ladder
+    page = open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "ladder.md")).read()
+    table = page[page.index("| rung | topic |"):]
+    for r in result.rungs:
+        row = re.search(rf"^\| {r.name} \|(.*)\|$", table, re.M).group(1)
+        cells = [cell.strip() for cell in row.split("|")]
+        expected = [f"{100 * np.mean(r.accuracy[k]):.1f} ({100 * min(r.accuracy[k]):.0f}-{100 * max(r.accuracy[k]):.0f})"
+                    for k in result.kinds]
+        assert cells == expected, r.name
