@@ -75,7 +75,7 @@ def test_a_date_run_has_no_recall_circuit_to_measure(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", [0, 4])      # the seed the docs show; the one whose reader comes closest to recall
+@pytest.mark.parametrize("seed", [0, 1])  # the seed the docs show; 1: binder closest to recall (with 2), weakest
 def test_a_default_run_forms_the_circuit_before_recall_is_learned(tmp_path, seed):
     trainer = NextWordTrainer(default_model_config(), default_train_config(snapshot_every=10, seed=seed),
                               out_dir=str(tmp_path))
