@@ -293,9 +293,10 @@ def run_rung(index: int, seed: int, config: LadderConfig, pictures: bool = True)
         run.pair = [(" ".join(e.context), VOCAB[p], e.answer) for e, p in zip(pair, predict(model, pair))]
         swaps = ([make_example(PULL_KIND, c) for c in language.combinations("held-out", PULL_KIND)]
                  if PULL_KIND in language.kinds else [])
-        if hasattr(model, "scores") and swaps:
+        one_pull = hasattr(model, "scores") and getattr(model, "num_heads", 1) == 1   # four heads' average is no one pull
+        if one_pull and swaps:
             run.pull = pull_statistic(model, swaps)
-        if hasattr(model, "scores") and "colour" in language.kinds:
+        if one_pull and "colour" in language.kinds:
             run.self_pull = self_pull_statistic(model, [e for e in held_out if e.kind == "colour"])
         if not pictures:
             return run

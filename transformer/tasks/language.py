@@ -48,7 +48,7 @@ Vocabulary
     1  <bos>   start of a sequence
     2  <eos>   end of a sentence
 
-then the words of all kinds, sorted (``len(VOCAB)`` is 193). ``encode(words)`` and
+then the words of all kinds, sorted (``len(VOCAB)`` is 194). ``encode(words)`` and
 ``decode(ids)`` map between words and ids; ``split_words("ann went to")`` checks a typed
 prompt and names the first unknown word.
 
