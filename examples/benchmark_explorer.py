@@ -64,7 +64,7 @@ def machine() -> str:
 
 
 def load_average() -> str:
-    return "/".join(f"{value:.2f}" for value in os.getloadavg()) + " (1/5/15 min)"
+    return "/".join(f"{value:.2f}" for value in os.getloadavg())
 
 
 def next_word_inputs(n: int) -> list:
@@ -162,14 +162,14 @@ def table(result) -> str:
     names = {"next-word": "next-word-explore --serve", "dates": "dates-explore --serve"}
     lines = [f"{names[result['page']]} on {result['checkpoint']}: {result['inputs']} typed inputs each way, "
              f"headless Chromium {WIDTH} x {HEIGHT}",
-             f"load average before {result['load_before']}, after {result['load_after']}",
-             f"{'':19} {'ms':14} {'first input':>12}   the others: median (min-max)"]
+             f"load average (1/5/15 min) before {result['load_before']}, after {result['load_after']}",
+             f"{'':19} {'(ms)':16} {'first input':>11}   the others: median (min-max)"]
     parts = [("click to redraw", "wall_ms"), ("server's part", "server_ms"), ("page's redraw", "draw_ms")]
     for mode, rows in result["modes"].items():
         for i, (label, key) in enumerate(parts):
             values = [row[key] for row in rows]
             first = "-" if values[0] is None else f"{values[0]:.0f}"
-            lines.append(f"{mode if i == 0 else '':19} {label:14} {first:>12}   {_ms(values[1:])}")
+            lines.append(f"{mode if i == 0 else '':19} {label:16} {first:>11}   {_ms(values[1:])}")
     return "\n".join(lines)
 
 
@@ -188,7 +188,8 @@ def main(argv=None) -> int:
     if SKIP_REASON is not None:
         print(f"error: {SKIP_REASON}", file=sys.stderr)
         return 2
-    print(f"machine: {machine()}; Python {platform.python_version()}; {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC")
+    now = datetime.datetime.now(datetime.timezone.utc)
+    print(f"machine: {machine()}; Python {platform.python_version()}; {now:%Y-%m-%d %H:%M} UTC")
     given = {"next-word": args.next_word_checkpoint, "dates": args.dates_checkpoint}
     with tempfile.TemporaryDirectory(prefix="benchmark-explorer-") as scratch:
         for kind, checkpoint in given.items():
