@@ -304,3 +304,25 @@ def test_a_killed_ladder_takes_its_workers_along_without_a_traceback(ladder_proc
     ladder_process.wait(timeout=60)
     assert wait_for_group_to_end(ladder_process.pid), "a worker outlived the ladder"
     assert "Traceback" not in (tmp_path / "err").read_text()
+
+
+def test_ctrl_c_while_the_workers_start_stops_them_and_is_raised(monkeypatch):
+    """A Ctrl-C in the moment the pool forks its workers is neither lost nor fatal to a worker
+    that has not yet learned to leave Ctrl-C to the parent: it is raised once the pool exists,
+    and the pool is gone by then."""
+    import multiprocessing
+    import os
+    import signal
+
+    from transformer.ladder import experiment
+    made, real_pool = [], multiprocessing.Pool
+
+    def pool_while_ctrl_c(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)                 # pressed while the workers are forked
+        made.append(real_pool(*args, **kwargs))
+        return made[-1]
+    monkeypatch.setattr(experiment.multiprocessing, "Pool", pool_while_ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        experiment._worker_pool(2)
+    assert made and all(not worker.is_alive() for worker in made[0]._pool)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

@@ -13,6 +13,7 @@ import ctypes
 import multiprocessing
 import signal
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 
@@ -334,6 +335,25 @@ def _end_with_the_parent():
             pass
 
 
+def _worker_pool(jobs: int):
+    """``jobs`` worker processes born ignoring Ctrl-C: until a worker has run
+    ``_end_with_the_parent`` it would die of a Ctrl-C with a traceback while the pool starts
+    another. A Ctrl-C while the pool starts is raised once it exists, after stopping it."""
+    pressed = []
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, lambda *_: pressed.append(True)) if main else None
+    try:
+        pool = multiprocessing.Pool(jobs, initializer=_end_with_the_parent)
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, previous)
+    if pressed:
+        pool.terminate()
+        pool.join()
+        raise KeyboardInterrupt
+    return pool
+
+
 def pick_example(name: str, runs) -> dict:
     """The wrong sentence to show: from the kind this rung is there to fail (see REASONS), on the
     first seed that has one, else from its weakest kind; {} if it gets every sentence right."""
@@ -376,7 +396,7 @@ def run_ladder(config: LadderConfig = None, rungs=None, progress=None) -> Ladder
     start = time.perf_counter()
     done = {}
     if config.jobs > 1 and len(tasks) > 1:
-        pool = multiprocessing.Pool(config.jobs, initializer=_end_with_the_parent)
+        pool = _worker_pool(config.jobs)
         try:
             for run in pool.imap_unordered(_run_task, tasks, chunksize=1):
                 done[run.index, run.seed] = run
