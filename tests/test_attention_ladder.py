@@ -245,9 +245,18 @@ def start_a_long_ladder(tmp_path):
     command = [sys.executable, "-c", "import sys; from dates_commands import attention_ladder; "
                "sys.exit(attention_ladder(['--steps', '100000', '--seeds', '0,1']))"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=open(tmp_path / "err", "w"), text=True,
-                               start_new_session=True, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+                               start_new_session=True, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                               preexec_fn=ctrl_c_as_in_a_terminal)
     assert process.stdout.readline().startswith("training 9 rungs")
     return process
+
+
+def ctrl_c_as_in_a_terminal():
+    """In the child before it starts: Ctrl-C's default action, as a command typed in a terminal has
+    it. A test run started in the background by a script (``pytest &``) ignores Ctrl-C, and its
+    children would inherit that."""
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def group_alive(pgid) -> bool:
@@ -315,7 +324,7 @@ def test_ctrl_c_while_the_workers_start_stops_them_and_is_raised(monkeypatch):
     import signal
 
     from transformer.ladder import experiment
-    made, real_pool = [], multiprocessing.Pool
+    made, real_pool, before = [], multiprocessing.Pool, signal.getsignal(signal.SIGINT)
 
     def pool_while_ctrl_c(*args, **kwargs):
         os.kill(os.getpid(), signal.SIGINT)                 # pressed while the workers are forked
@@ -325,4 +334,4 @@ def test_ctrl_c_while_the_workers_start_stops_them_and_is_raised(monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         experiment._worker_pool(2)
     assert made and all(not worker.is_alive() for worker in made[0]._pool)
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGINT) is before                # the caller's handler is back
