@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from transformer.ladder import RUNGS, LadderConfig, run_ladder
-from transformer.ladder.experiment import REASONS
+from transformer.ladder.experiment import REASONS, seen_facts
 from transformer.tasks.language import KINDS, Language
 
 pytestmark = pytest.mark.slow
@@ -96,9 +96,7 @@ def test_the_order_blind_falls_are_answers_that_leave_the_two_candidates(ladder)
 def other_place_seen_share(language) -> float:
     """Of the held-out recall sentences scored, the share where the other name's place is stated
     with the asked name in some training sentence."""
-    seen = set()
-    for name1, place1, name2, place2, _ in language.combinations("train", "recall"):
-        seen |= {(name1, place1), (name2, place2)}
+    seen = seen_facts(language)
     shares = []
     for e in language.evaluation_set(200):
         if e.kind == "recall":

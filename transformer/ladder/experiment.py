@@ -32,11 +32,10 @@ MAX_LEN = 20        # the longest sentence (19 words, blend) + <bos>
 # twice, and recall four times (the full block learns it last: at two in eleven it stayed at
 # 88% on seed 1). Every rung sees the same batches.
 EXTRA = ("swap", "blend", "recall", "recall", "recall")
-MIX = KINDS + EXTRA
 
 
 def mix(kinds) -> tuple:
-    """The batches' order of kinds for a language of ``kinds`` (``MIX`` for all of them)."""
+    """The batches' order of kinds for a language of ``kinds``: each once, then ``EXTRA``'s."""
     return tuple(kinds) + tuple(kind for kind in EXTRA if kind in kinds)
 
 # Why a rung gets a sentence of a kind wrong: the kind the next rung wins on, said in one sentence.
@@ -199,6 +198,14 @@ def score(model, examples):
     return accuracy, wrong
 
 
+def seen_facts(language) -> set:
+    """Every (name, place) stated in some training recall sentence of ``language``."""
+    seen = set()
+    for name1, place1, name2, place2, _ in language.combinations("train", "recall"):
+        seen |= {(name1, place1), (name2, place2)}
+    return seen
+
+
 def candidate_shares(model, examples, language) -> dict:
     """For each kind of CANDIDATES: the share of ``examples`` of it where the rung's answer is one
     of the two words the answer is chosen from (right or not). For recall also ``recall_seen``:
@@ -211,9 +218,7 @@ def candidate_shares(model, examples, language) -> dict:
         if rows:
             shares[kind] = float(np.mean([VOCAB[predicted[i]] in candidates(examples[i].combination) for i in rows]))
     if "recall" in shares:
-        seen = set()
-        for name1, place1, name2, place2, _ in language.combinations("train", "recall"):
-            seen |= {(name1, place1), (name2, place2)}
+        seen = seen_facts(language)
         rows = [i for i, e in enumerate(examples) if e.kind == "recall"]
         asked = [examples[i].combination[2 * examples[i].combination[4]] for i in rows]
         shares["recall_seen"] = float(np.mean([(name, VOCAB[predicted[i]]) in seen for name, i in zip(asked, rows)]))
@@ -235,12 +240,18 @@ def pull_statistic(model, examples) -> dict:
     batch = encode_batch(examples, "answer", MAX_LEN)
     with minigrad.no_grad():
         weights = model.weights(batch.inputs)                                    # (B, T, T)
-    right = predict(model, examples) == np.array([VOCAB.index(e.answer) for e in examples])
     out_pulls = np.empty(len(examples), dtype=bool)
     for b, example in enumerate(examples):
         asked, other = swap_positions(example)
         row = weights[b, batch.answer_position[b]]
         out_pulls[b] = row[other] > row[asked].sum()
+    return right_by_case(model, examples, out_pulls)
+
+
+def right_by_case(model, examples, out_pulls) -> dict:
+    """How often ``out_pulls`` holds over ``examples``, and the share the rung gets right where
+    it holds and where it does not (None where a case never happens)."""
+    right = predict(model, examples) == np.array([VOCAB.index(e.answer) for e in examples])
 
     def share(mask):
         return float(right[mask].mean()) if mask.any() else None
@@ -255,16 +266,10 @@ def self_pull_statistic(model, examples) -> dict:
     batch = encode_batch(examples, "answer", MAX_LEN)
     with minigrad.no_grad():
         weights = model.weights(batch.inputs)                                    # (B, T, T)
-    right = predict(model, examples) == np.array([VOCAB.index(e.answer) for e in examples])
     last = batch.answer_position
     own = weights[np.arange(len(examples)), last, last]
     thing = weights[np.arange(len(examples)), last, [4 + 3 * e.combination[3] for e in examples]]  # <bos> i see a X , a Y and a Z
-    out_pulls = thing > own
-
-    def share(mask):
-        return float(right[mask].mean()) if mask.any() else None
-    return {"out_pulls": float(out_pulls.mean()), "right_when_out_pulls": share(out_pulls),
-            "right_when_not": share(~out_pulls), "own_weight": float(own.mean())}
+    return dict(right_by_case(model, examples, thing > own), own_weight=float(own.mean()))
 
 
 def probe_examples(language: Language) -> dict:
