@@ -81,3 +81,44 @@ def children_cpu() -> float:
     """CPU seconds of this process's finished children and their finished children."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
+
+
+def test_the_notebook_trains_seed_0_of_the_committed_ladder_runs():
+    """The notebook's ladder is seed 0 of docs/ladder-run.json and its positions-without-blend line
+    seed 0 of the ablation's record (tests/test_ladder_lessons.py checks the lessons on those
+    records; re-executing the notebook, above, re-trains seed 0 of both)."""
+    import dataclasses
+    import json
+
+    from transformer.commands.ladder import format_table
+    from transformer.ladder import LadderResult
+
+    def record(name):
+        with open(os.path.join(REPO, "docs", name)) as file:
+            return LadderResult.from_json(json.load(file))
+
+    def first_seed(result):
+        rungs = [dataclasses.replace(r, accuracy={k: v[:1] for k, v in r.accuracy.items()}) for r in result.rungs]
+        return dataclasses.replace(result, seeds=result.seeds[:1], rungs=rungs)
+
+    ladder, alone = record("ladder-run.json"), record("ladder-positions-without-blend.json")
+    assert ladder.seeds[0] == alone.seeds[0] == 0
+    text = "".join(printed(cell) for cell in code_cells(nbformat.read(NOTEBOOK, as_version=4)))
+    assert format_table(first_seed(ladder)) in text
+    positions = [r.name for r in ladder.rungs].index("positions")
+    assert (f"positions on colour, seed 0: {100 * ladder.rungs[positions].accuracy['colour'][0]:.1f}% with blend in "
+            f"the language, {100 * alone.rungs[0].accuracy['colour'][0]:.1f}% without it") in text
+
+
+def test_the_notebooks_recall_run_forms_the_circuit_before_recall_is_learned():
+    """Seed 0 of tests/test_recall_circuit.py's claim, on the committed notebook's printed run
+    (re-executing the notebook, above, trains it again and must print the same numbers): both
+    heads before recall reaches 95%, and before them a shortcut that kept recall below 95%."""
+    text = "".join(printed(cell) for cell in code_cells(nbformat.read(NOTEBOOK, as_version=4)))
+    found = re.search(r"binds \(each place on its own name ([\d.]+)\) from step (\d+); layer 1 head \d reads the "
+                      r"asked place \(([\d.]+)\) from step (\d+); recall at 95% from step (\d+)", text)
+    binding, binder, reading, reader, recall = (float(x) for x in found.groups())
+    assert binder <= recall and reader <= recall and binding >= 0.5 and reading >= 0.5
+    shortcut = re.search(r"from step (\d+) to step (\d+) the reader read one place whichever name was asked: "
+                         r"[a-z]+, [a-z]+; held-out recall meanwhile (\d+)%-(\d+)%", text)
+    assert shortcut and int(shortcut.group(2)) <= recall and int(shortcut.group(4)) < 95

@@ -1,5 +1,13 @@
-"""The ladder's lessons, as docs/ladder.md states them, on every seed of the default run
-(slow: the whole ladder, nine rungs on seeds 0-4, about 3 minutes on two quiet cores).
+"""The ladder's lessons, as docs/ladder.md states them, on every seed of the default run.
+
+The run is committed: ``docs/ladder-run.json`` is what ``attention-ladder --seeds 0-4 --json
+docs/ladder-run.json`` writes (nine rungs on seeds 0-4, about 4.5 min on two quiet cores), and
+``docs/ladder-positions-without-blend.json`` the ablation (``--rungs positions --without blend``).
+The lessons are checked on those numbers; the slow test re-trains one cell of every rung, each
+on a seed of 1-4, plus one cell of the ablation, and they must come out the same to the last
+digit written (seed 0 of both is re-trained by the notebook's test,
+tests/test_attention_notebook.py). A change that moves any number fails there until the run
+is re-made and the lessons re-checked.
 
 Each "fails, then the next rung fixes it" sentence is one row of ``REASONS``: the next rung
 must gain at least 20 points on that kind on every seed. The last rung must reach 95% on
@@ -8,26 +16,46 @@ fall of more than 10 points from one rung to the next is one the docs explain, a
 measured cause is checked here (a rung trained without the kind that costs it, or where its
 answers go).
 """
+import json
+import os
+import re
+
 import numpy as np
 import pytest
 
-from transformer.ladder import RUNGS, LadderConfig, run_ladder
+from transformer.ladder import RUNGS, LadderConfig, LadderResult, run_cells
 from transformer.ladder.experiment import REASONS, seen_facts
 from transformer.tasks.language import KINDS, Language
 
-pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def ladder():
-    result = run_ladder(LadderConfig())
-    return {r.name: r for r in result.rungs}, result
-
+DOCS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs")
+RECORD = os.path.join(DOCS, "ladder-run.json")
+REMAKE = "attention-ladder --seeds 0-4 --json docs/ladder-run.json --force"
 
 # (rung, kind) where the rung falls more than 10 points below the one before on some seed, and
 # what docs/ladder.md says costs it (measured below)
 FALLS = {("shared map", "colour"): "self-pull", ("positions", "colour"): "blend",
          ("values", "order"): "answers", ("dot product", "recall"): "answers"}
+
+
+def ablation_path(name, kind) -> str:
+    """The committed run of rung ``name`` trained without sentence kind ``kind``."""
+    return os.path.join(DOCS, f"ladder-{name.replace(' ', '-')}-without-{kind}.json")
+
+
+def ablation_command(name, kind) -> str:
+    return (f"attention-ladder --seeds 0-4 --rungs {name.replace(' ', '-')} --without {kind} "
+            f"--json docs/{os.path.basename(ablation_path(name, kind))} --force")
+
+
+def read_record(path) -> LadderResult:
+    with open(path) as file:
+        return LadderResult.from_json(json.load(file))
+
+
+@pytest.fixture(scope="module")
+def ladder():
+    result = read_record(RECORD)
+    return {r.name: r for r in result.rungs}, result
 
 
 def gain_over(ladder, name, kind):
@@ -59,10 +87,51 @@ def test_a_fall_goes_away_without_the_kind_that_causes_it(ladder, name, kind):
     """Trained without the kind the docs name, the rung gets back most of what it lost: at least
     30 points on every seed."""
     rungs, result = ladder
-    index = [r.name for r in RUNGS].index(name)
-    alone = run_ladder(LadderConfig(kinds=tuple(k for k in KINDS if k != FALLS[name, kind])), rungs=[index])
+    alone = read_record(ablation_path(name, FALLS[name, kind]))
+    assert [r.name for r in alone.rungs] == [name] and FALLS[name, kind] not in alone.kinds
+    assert alone.seeds == result.seeds
     regained = np.subtract(alone.rungs[0].accuracy[kind], rungs[name].accuracy[kind])
     assert regained.min() >= 0.30, np.round(100 * regained)
+
+
+def recorded(values, index):
+    return None if values[index] is None else round(float(values[index]), 4)
+
+
+def differences(run, rung, seeds) -> list:
+    """Where a freshly trained cell differs from the record's numbers for its seed."""
+    s = list(seeds).index(run.seed)
+    found = []
+    for name in ("accuracy", "candidates", "pull", "self_pull"):
+        fresh, kept = getattr(run, name), getattr(rung, name)
+        assert set(fresh) == set(kept), (rung.name, name)
+        for key in fresh:
+            if recorded([fresh[key]], 0) != recorded(kept[key], s):
+                found.append(f"{rung.name}, seed {run.seed}, {name} {key}: {fresh[key]} now, {kept[key][s]} recorded")
+    return found
+
+
+@pytest.mark.slow
+def test_the_committed_runs_are_what_the_ladder_trains(ladder):
+    """One cell of every rung (rung i on seed 1 + i % 4, so every seed of 1-4 is re-trained) and
+    one of the ablation give the recorded numbers, every one."""
+    rungs, result = ladder
+    config = LadderConfig()
+    assert result.config == config, f"the record was made with other settings than the defaults: {REMAKE}"
+    found = []
+    cells = [(i, 1 + i % 4, config, False) for i in reversed(range(len(RUNGS)))]
+    for (i, _), run in sorted(run_cells(cells, config.jobs).items()):
+        found += differences(run, rungs[RUNGS[i].name], result.seeds)
+    assert not found, f"re-make the record ({REMAKE}) and re-check the lessons:\n" + "\n".join(found)
+    for (name, kind), cause in FALLS.items():
+        if cause in KINDS:
+            alone = read_record(ablation_path(name, cause))
+            index = [r.name for r in RUNGS].index(name)
+            assert alone.config == LadderConfig(kinds=alone.kinds), ablation_command(name, cause)
+            cell = (index, 2, alone.config, False)
+            (run,) = run_cells([cell], 1).values()
+            found = differences(run, alone.rungs[0], alone.seeds)
+            assert not found, f"re-make the record ({ablation_command(name, cause)}):\n" + "\n".join(found)
 
 
 def test_the_shared_map_loses_colour_where_the_colour_word_pulls_itself(ladder):
@@ -138,11 +207,10 @@ def test_order_blind_rungs_answer_the_minimal_pair_with_one_name_twice(ladder):
 
 
 def test_the_docs_table_is_the_one_the_ladder_computes(ladder):
-    """docs/ladder.md's table of means and ranges is this run's, cell for cell."""
-    import os
-    import re
+    """docs/ladder.md's table of means and ranges is the committed run's, cell for cell."""
     rungs, result = ladder
-    page = open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "ladder.md")).read()
+    with open(os.path.join(DOCS, "ladder.md")) as file:
+        page = file.read()
     table = page[page.index("| rung | topic |"):]
     for r in result.rungs:
         row = re.search(rf"^\| {r.name} \|(.*)\|$", table, re.M).group(1)

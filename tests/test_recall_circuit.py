@@ -1,7 +1,8 @@
 """The recall circuit's measurement (viz/recall_circuit.py): it finds a circuit planted in a real
 snapshots file's weights (which heads, which steps), refuses files without one in a line, and
 (slow) finds the circuit default next-word runs actually form, both heads before recall is learned,
-after a shortcut that reads one fixed place (docs/explorer.md's claim, on two of its five seeds)."""
+after a shortcut that reads one fixed place (docs/explorer.md's claim, on one of its five seeds; seed 0
+is the notebook's, tests/test_attention_notebook.py)."""
 import numpy as np
 import pytest
 
@@ -75,7 +76,9 @@ def test_a_date_run_has_no_recall_circuit_to_measure(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", [0, 1])  # the seed the docs show; 1: binder closest to recall (with 2), weakest
+# seed 1: binder closest to recall (with 2), weakest; seed 0, the one the docs show, is the notebook's
+# run (tests/test_attention_notebook.py checks the claim on it and re-trains it)
+@pytest.mark.parametrize("seed", [1])
 def test_a_default_run_forms_the_circuit_before_recall_is_learned(tmp_path, seed):
     trainer = NextWordTrainer(default_model_config(), default_train_config(snapshot_every=10, seed=seed),
                               out_dir=str(tmp_path))

@@ -2,12 +2,12 @@
 
     rungs.py       the nine models, one short class each (LastWord ... FullBlock)
     experiment.py  train every rung alike on the generated language and several seeds, score it per sentence kind
-    cli.py         attention-ladder: the table over the seeds, the pull statistic, a wrong sentence per rung, --json
+    transformer/commands/ladder.py  attention-ladder: the table over the seeds, the pull statistic, a wrong sentence per rung, --json
 """
-from transformer.ladder.experiment import LadderConfig, LadderResult, RungResult, RungRun, run_ladder, run_rung
+from transformer.ladder.experiment import LadderConfig, LadderResult, RungResult, RungRun, run_cells, run_ladder, run_rung
 from transformer.ladder.rungs import (RUNGS, Average, DotProduct, FullBlock, Heads, LastWord, Positions, SeparateMaps, SharedMap,
                     Values, averaging_matrix, causal_softmax)
 
 __all__ = ["RUNGS", "LastWord", "Average", "DotProduct", "Values", "SharedMap", "SeparateMaps", "Positions",
            "Heads", "FullBlock", "averaging_matrix", "causal_softmax", "LadderConfig", "LadderResult", "RungResult",
-           "RungRun", "run_ladder", "run_rung"]
+           "RungRun", "run_cells", "run_ladder", "run_rung"]

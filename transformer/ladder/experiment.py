@@ -143,10 +143,23 @@ class LadderResult:
                 if getattr(r, name):
                     table[name] = {k: [None if v is None else round(float(v), 4) for v in values]
                                    for k, values in getattr(r, name).items()}
+            table["pair"] = [list(p) for p in r.pair]
             return table
         return {"kinds": list(self.kinds), "seeds": list(self.seeds), "config": asdict(self.config),
                 "seconds": round(self.seconds, 1), "cpu_seconds": round(self.cpu_seconds, 1),
                 "rungs": [rung(r) for r in self.rungs]}
+
+    @classmethod
+    def from_json(cls, table: dict) -> "LadderResult":
+        """A table ``to_json`` wrote, read back: every number per seed, the first seed's minimal
+        pair; not the pictures' weights (``to_json`` does not write them)."""
+        config = LadderConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in table["config"].items()})
+        rungs = [RungResult(r["name"], r["idea"], r["accuracy"], r["example"], r["seconds"],
+                            pull=r.get("pull", {}), self_pull=r.get("self_pull", {}),
+                            candidates=r.get("candidates", {}), pair=[tuple(p) for p in r.get("pair", [])])
+                 for r in table["rungs"]]
+        return cls(config, tuple(table["kinds"]), tuple(table["seeds"]), rungs, {}, table["seconds"],
+                   table["cpu_seconds"])
 
 
 def learning_rate(config: LadderConfig, base: float, step: int) -> float:
@@ -390,18 +403,13 @@ def gather(index: int, runs) -> RungResult:
     return result
 
 
-def run_ladder(config: LadderConfig = None, rungs=None, progress=None) -> LadderResult:
-    """Every rung (or the indices ``rungs``) on every seed, ``config.jobs`` trainings at a time;
-    ``progress(run)`` is called as each finishes."""
-    config = config or LadderConfig()
-    indices = list(range(len(RUNGS))) if rungs is None else list(rungs)
-    seeds = list(config.seeds)
-    # the longest trainings (the full block, then the later rungs) first, so the cores finish together
-    tasks = [(i, seed, config, seed == seeds[0]) for i in sorted(indices, reverse=True) for seed in seeds]
-    start = time.perf_counter()
+def run_cells(tasks, jobs: int, progress=None) -> dict:
+    """Train and score each ``(rung index, seed, config, pictures)`` of ``tasks``, ``jobs`` at a
+    time (worker processes, one core each); ``progress(run)`` is called as each finishes.
+    -> {(rung index, seed): RungRun}. A cell's numbers do not depend on ``jobs`` or the order."""
     done = {}
-    if config.jobs > 1 and len(tasks) > 1:
-        pool = _worker_pool(config.jobs)
+    if jobs > 1 and len(tasks) > 1:
+        pool = _worker_pool(jobs)
         try:
             for run in pool.imap_unordered(_run_task, tasks, chunksize=1):
                 done[run.index, run.seed] = run
@@ -417,6 +425,19 @@ def run_ladder(config: LadderConfig = None, rungs=None, progress=None) -> Ladder
             done[run.index, run.seed] = run
             if progress:
                 progress(run)
+    return done
+
+
+def run_ladder(config: LadderConfig = None, rungs=None, progress=None) -> LadderResult:
+    """Every rung (or the indices ``rungs``) on every seed, ``config.jobs`` trainings at a time;
+    ``progress(run)`` is called as each finishes."""
+    config = config or LadderConfig()
+    indices = list(range(len(RUNGS))) if rungs is None else list(rungs)
+    seeds = list(config.seeds)
+    # the longest trainings (the full block, then the later rungs) first, so the cores finish together
+    tasks = [(i, seed, config, seed == seeds[0]) for i in sorted(indices, reverse=True) for seed in seeds]
+    start = time.perf_counter()
+    done = run_cells(tasks, config.jobs, progress)
     results = [gather(i, [done[i, seed] for seed in seeds]) for i in indices]
     language = Language(seed=seeds[0], kinds=config.kinds)
     probes = {kind: ("<bos>",) + e.context for kind, e in probe_examples(language).items()}
