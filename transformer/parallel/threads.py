@@ -102,7 +102,14 @@ class AdaptiveThreads:
       ``slowdown`` x the median of its steps before them: load has arrived), probe now.
     - The first ``warmup`` steps (compilation) are not timed; the first probe comes
       after ``recent`` timed steps of the first count, so a large model, whose steps take
-      seconds, is not held on one thread for long on a quiet machine.
+      seconds, is not held on one thread for long on a quiet machine. The first step ever
+      run with the second count is not timed either, unless it is slower than twice what
+      aborts a probe: it pays once for the helper thread's memory and caches (measured at
+      the default size: 1.2-2x a later two-thread step, enough to lose a probe).
+    - A probe that loses is tried again sooner than ``min_interval`` while it keeps losing
+      cheaply: after 2, 4, 8 ... times ``recent`` steps (the budget still applies). On a
+      quiet machine one noisy step can lose a probe of two threads; with a wait of
+      ``min_interval`` (50) after it, 50 of a default run's ~210 steps ran on one thread.
     """
 
     def __init__(self, counts=(1, 2), warmup=2, window=8, recent=3, probe_steps=3, min_interval=50,
@@ -126,6 +133,8 @@ class AdaptiveThreads:
         self.probe_cost = 0.0                         # seconds the next probe may cost beyond the incumbent
         self.steps_with = Counter()                   # timed steps run with each count
         self.switches = 0
+        self.untried = {self.challenger}              # counts whose first step is still to come
+        self.losses = 0                               # probes lost in a row
 
     def choose(self) -> int:
         """The thread count for the next step."""
@@ -160,6 +169,10 @@ class AdaptiveThreads:
         return self.steps_since_probe >= self.next_probe_after or self._slowed_down()
 
     def _record_probe(self, seconds: float):
+        first = self.challenger in self.untried
+        self.untried.discard(self.challenger)
+        if first and seconds <= 2 * self.abort_ratio * self._reference():
+            return              # its first step ever pays one-off costs: not timed unless far out (busy)
         self.probe_times.append(seconds)
         reference = self._reference()
         aborted = self.challenger != self.safe and seconds > self.abort_ratio * reference
@@ -174,12 +187,15 @@ class AdaptiveThreads:
             self.incumbent, self.challenger = self.challenger, self.incumbent
             self.times = deque(self.probe_times, maxlen=self.times.maxlen)
             self.switches += 1
+            self.losses = 0
         else:
             self.probe_cost = max(0.0, sum(self.probe_times) - reference * len(self.probe_times))
             self.times = deque(list(self.times)[-self.recent:], maxlen=self.times.maxlen)  # now's level
+            self.losses += 1
         self.probing, self.probe_times = False, []
         self.steps_since_probe, self.seconds_since_probe = 0, 0.0
-        self.next_probe_after = self.min_interval
+        self.next_probe_after = min(self.min_interval, self.recent * 2 ** self.losses) if self.losses \
+            else self.min_interval
 
 
 class TrainingThreads:
