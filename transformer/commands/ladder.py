@@ -223,7 +223,8 @@ def parse_args(argv):
                         help="train and score on the language without these sentence kinds, e.g. blend "
                              "(what a kind costs a rung on the others)")
     parser.add_argument("--json", metavar="PATH", type=path_argument,
-                        help="also write the table (every seed), ideas, wrong sentences and pull statistic as JSON")
+                        help="also write the table (every seed), ideas, wrong sentences, statistics and the minimal "
+                             "pair as JSON")
     parser.add_argument("--plot", metavar="PNG", type=path_argument,
                         help="also draw the table (one dot per seed) and the pull statistic into PNG")
     add_force_option(parser)
