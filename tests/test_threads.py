@@ -276,3 +276,13 @@ def test_training_with_one_or_two_threads_gives_the_same_model():
     for name in weights_2:
         np.testing.assert_array_equal(gradients_2[name], gradients_2_again[name], err_msg=name)
         np.testing.assert_array_equal(weights_2[name], weights_2_again[name], err_msg=name)
+
+
+def test_arithmetic_names_the_blas_kernels_and_the_vector_width(monkeypatch):
+    from minigrad.kernels import simd
+    text = threads.arithmetic()
+    assert text.endswith(f", {simd.VECTOR_BYTES}-byte vectors")
+    for library in threads._controller().info():
+        assert str(library.get("architecture", "")) in text and str(library.get("version", "")) in text
+    monkeypatch.setattr(simd, "VECTOR_BYTES", 64)              # an AVX-512 machine's Numba kernels
+    assert threads.arithmetic() != text and threads.arithmetic().endswith(", 64-byte vectors")

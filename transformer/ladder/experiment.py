@@ -24,6 +24,7 @@ import minigrad
 from minigrad import functional as F
 from minigrad import optim
 
+from transformer.parallel.threads import arithmetic
 from transformer.tasks.language import KINDS, VOCAB, Language, encode_batch, make_example
 from transformer.ladder.rungs import RUNGS, FullBlock
 
@@ -131,6 +132,7 @@ class LadderResult:
     probes: dict                # kind -> the probe sentence's words (with <bos>), first seed
     seconds: float
     cpu_seconds: float          # the trainings' own CPU time, summed
+    arithmetic: str = field(default_factory=arithmetic)    # what rounded its floats (BLAS kernels, vectors)
 
     def to_json(self) -> dict:
         def rung(r):
@@ -147,7 +149,7 @@ class LadderResult:
             return table
         return {"kinds": list(self.kinds), "seeds": list(self.seeds), "config": asdict(self.config),
                 "seconds": round(self.seconds, 1), "cpu_seconds": round(self.cpu_seconds, 1),
-                "rungs": [rung(r) for r in self.rungs]}
+                "arithmetic": self.arithmetic, "rungs": [rung(r) for r in self.rungs]}
 
     @classmethod
     def from_json(cls, table: dict) -> "LadderResult":
@@ -159,7 +161,7 @@ class LadderResult:
                             candidates=r.get("candidates", {}), pair=[tuple(p) for p in r.get("pair", [])])
                  for r in table["rungs"]]
         return cls(config, tuple(table["kinds"]), tuple(table["seeds"]), rungs, {}, table["seconds"],
-                   table["cpu_seconds"])
+                   table["cpu_seconds"], table.get("arithmetic", "not recorded"))
 
 
 def learning_rate(config: LadderConfig, base: float, step: int) -> float:

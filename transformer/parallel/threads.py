@@ -76,6 +76,17 @@ def blas_threads(count: int):
         yield count
 
 
+def arithmetic() -> str:
+    """What rounds a run's floats besides its seed and the thread counts: the BLAS library's
+    kernels (OpenBLAS picks them by CPU: Haswell, SkylakeX, Zen ...) and the width of the Numba
+    kernels' vectors (32 bytes with AVX2, 64 with AVX-512). A run repeats bit for bit only where
+    both are the same, e.g. 'openblas 0.3.31.188.0 Haswell, 32-byte vectors'."""
+    from minigrad.kernels.simd import VECTOR_BYTES
+    libraries = [" ".join(str(lib.get(key, "")) for key in ("internal_api", "version", "architecture")).strip()
+                 for lib in _controller().info()]
+    return f"{', '.join(libraries) or 'no BLAS found'}, {VECTOR_BYTES}-byte vectors"
+
+
 def decoding_threads(setting=None):
     """The BLAS limit for decoding: one thread under ``auto``, else the forced count."""
     setting = blas_setting(setting)
