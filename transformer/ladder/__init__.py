@@ -2,7 +2,9 @@
 
     rungs.py       the nine models, one short class each (LastWord ... FullBlock)
     experiment.py  train every rung alike on the generated language and several seeds, score it per sentence kind
-    transformer/commands/ladder.py  attention-ladder: the table over the seeds, the pull statistic, a wrong sentence per rung, --json
+
+The command, ``attention-ladder`` (the table over the seeds, the pull statistic, a wrong sentence
+per rung, --json), is transformer/commands/ladder.py.
 """
 from transformer.ladder.experiment import LadderConfig, LadderResult, RungResult, RungRun, run_cells, run_ladder, run_rung
 from transformer.ladder.rungs import (RUNGS, Average, DotProduct, FullBlock, Heads, LastWord, Positions, SeparateMaps, SharedMap,
