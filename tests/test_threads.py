@@ -286,3 +286,6 @@ def test_arithmetic_names_the_blas_kernels_and_the_vector_width(monkeypatch):
         assert str(library.get("architecture", "")) in text and str(library.get("version", "")) in text
     monkeypatch.setattr(simd, "VECTOR_BYTES", 64)              # an AVX-512 machine's Numba kernels
     assert threads.arithmetic() != text and threads.arithmetic().endswith(", 64-byte vectors")
+    from minigrad.accelerated import use_backend
+    with use_backend("numpy"):                                  # no Numba kernel runs: no vector width
+        assert threads.arithmetic().endswith(", numpy's loops")

@@ -80,10 +80,14 @@ def arithmetic() -> str:
     """What rounds a run's floats besides its seed and the thread counts: the BLAS library's
     kernels (OpenBLAS picks them by CPU: Haswell, SkylakeX, Zen ...) and the width of the Numba
     kernels' vectors (32 bytes with AVX2, 64 with AVX-512). A run repeats bit for bit only where
-    both are the same, e.g. 'openblas 0.3.31.188.0 Haswell, 32-byte vectors'."""
-    from minigrad.kernels.simd import VECTOR_BYTES
+    both are the same, e.g. 'openblas 0.3.31.188.0 Haswell, 32-byte vectors' (with the numpy
+    backend, 'numpy's loops': no Numba kernel runs)."""
+    from minigrad.accelerated import numpy_selected
     libraries = [" ".join(str(lib.get(key, "")) for key in ("internal_api", "version", "architecture")).strip()
                  for lib in _controller().info()]
+    if numpy_selected():
+        return f"{', '.join(libraries) or 'no BLAS found'}, numpy's loops"
+    from minigrad.kernels.simd import VECTOR_BYTES
     return f"{', '.join(libraries) or 'no BLAS found'}, {VECTOR_BYTES}-byte vectors"
 
 
