@@ -99,14 +99,12 @@ def test_the_notebook_trains_seed_0_of_the_committed_ladder_runs():
     seed 0 of the ablation's record (tests/test_ladder_lessons.py checks the lessons on those
     records; re-executing the notebook, above, re-trains seed 0 of both)."""
     import dataclasses
-    import json
 
     from transformer.commands.ladder import format_table
     from transformer.ladder import LadderResult
 
     def record(name):
-        with open(os.path.join(REPO, "docs", name)) as file:
-            return LadderResult.from_json(json.load(file))
+        return LadderResult.load(os.path.join(REPO, "docs", name))
 
     def first_seed(result):
         rungs = [dataclasses.replace(r, accuracy={k: v[:1] for k, v in r.accuracy.items()}) for r in result.rungs]

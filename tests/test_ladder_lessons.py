@@ -17,7 +17,6 @@ fall of more than 10 points from one rung to the next is one the docs explain, a
 measured cause is checked here (a rung trained without the kind that costs it, or where its
 answers go).
 """
-import json
 import os
 import re
 
@@ -25,7 +24,7 @@ import numpy as np
 import pytest
 
 from transformer.ladder import RUNGS, LadderConfig, LadderResult, run_cells
-from transformer.ladder.experiment import REASONS, seen_facts
+from transformer.ladder.experiment import REASONS, rounded, seen_facts
 from transformer.parallel.threads import arithmetic
 from transformer.tasks.language import KINDS, Language
 
@@ -49,14 +48,9 @@ def ablation_command(name, kind) -> str:
             f"--json docs/{os.path.basename(ablation_path(name, kind))} --force")
 
 
-def read_record(path) -> LadderResult:
-    with open(path) as file:
-        return LadderResult.from_json(json.load(file))
-
-
 @pytest.fixture(scope="module")
 def ladder():
-    result = read_record(RECORD)
+    result = LadderResult.load(RECORD)
     return {r.name: r for r in result.rungs}, result
 
 
@@ -89,15 +83,11 @@ def test_a_fall_goes_away_without_the_kind_that_causes_it(ladder, name, kind):
     """Trained without the kind the docs name, the rung gets back most of what it lost: at least
     30 points on every seed."""
     rungs, result = ladder
-    alone = read_record(ablation_path(name, FALLS[name, kind]))
+    alone = LadderResult.load(ablation_path(name, FALLS[name, kind]))
     assert [r.name for r in alone.rungs] == [name] and FALLS[name, kind] not in alone.kinds
     assert alone.seeds == result.seeds
     regained = np.subtract(alone.rungs[0].accuracy[kind], rungs[name].accuracy[kind])
     assert regained.min() >= 0.30, np.round(100 * regained)
-
-
-def recorded(values, index):
-    return None if values[index] is None else round(float(values[index]), 4)
 
 
 def differences(run, rung, seeds) -> list:
@@ -108,7 +98,7 @@ def differences(run, rung, seeds) -> list:
         fresh, kept = getattr(run, name), getattr(rung, name)
         assert set(fresh) == set(kept), (rung.name, name)
         for key in fresh:
-            if recorded([fresh[key]], 0) != recorded(kept[key], s):
+            if rounded(fresh[key]) != rounded(kept[key][s]):
                 found.append(f"{rung.name}, seed {run.seed}, {name} {key}: {fresh[key]} now, {kept[key][s]} recorded")
     return found
 
@@ -137,7 +127,7 @@ def test_the_committed_runs_are_what_the_ladder_trains(ladder):
     assert not found, f"re-make the record ({REMAKE}) and re-check the lessons:\n" + "\n".join(found)
     for (name, kind), cause in FALLS.items():
         if cause in KINDS:
-            alone = read_record(ablation_path(name, cause))
+            alone = LadderResult.load(ablation_path(name, cause))
             skip_where_floats_round_otherwise(alone)
             index = [r.name for r in RUNGS].index(name)
             assert alone.config == LadderConfig(kinds=alone.kinds), ablation_command(name, cause)

@@ -10,6 +10,7 @@ machine's load or on ``jobs``; with ``jobs=2`` two trainings run at once, one pe
 from __future__ import annotations
 
 import ctypes
+import json
 import multiprocessing
 import signal
 import sys
@@ -137,14 +138,13 @@ class LadderResult:
     def to_json(self) -> dict:
         def rung(r):
             table = {"name": r.name, "idea": r.idea,
-                     "accuracy": {k: [round(float(v), 4) for v in r.accuracy[k]] for k in self.kinds},
+                     "accuracy": {k: [rounded(v) for v in r.accuracy[k]] for k in self.kinds},
                      "example": r.example, "seconds": [round(s, 1) for s in r.seconds]}
             if r.candidates:
-                table["candidates"] = {k: [round(float(v), 4) for v in values] for k, values in r.candidates.items()}
+                table["candidates"] = {k: [rounded(v) for v in values] for k, values in r.candidates.items()}
             for name in ("pull", "self_pull"):
                 if getattr(r, name):
-                    table[name] = {k: [None if v is None else round(float(v), 4) for v in values]
-                                   for k, values in getattr(r, name).items()}
+                    table[name] = {k: [rounded(v) for v in values] for k, values in getattr(r, name).items()}
             table["pair"] = [list(p) for p in r.pair]
             return table
         return {"kinds": list(self.kinds), "seeds": list(self.seeds), "config": asdict(self.config),
@@ -162,6 +162,17 @@ class LadderResult:
                  for r in table["rungs"]]
         return cls(config, tuple(table["kinds"]), tuple(table["seeds"]), rungs, {}, table["seconds"],
                    table["cpu_seconds"], table.get("arithmetic", "not recorded"))
+
+    @classmethod
+    def load(cls, path) -> "LadderResult":
+        """``from_json`` of the file at ``path`` (what ``attention-ladder --json`` wrote)."""
+        with open(path) as file:
+            return cls.from_json(json.load(file))
+
+
+def rounded(value):
+    """A number as ``LadderResult.to_json`` writes it: 4 decimals (None stays None)."""
+    return None if value is None else round(float(value), 4)
 
 
 def learning_rate(config: LadderConfig, base: float, step: int) -> float:

@@ -83,12 +83,12 @@ def arithmetic() -> str:
     both are the same, e.g. 'openblas 0.3.31.188.0 Haswell, 32-byte vectors' (with the numpy
     backend, 'numpy's loops': no Numba kernel runs)."""
     from minigrad.accelerated import numpy_selected
-    libraries = [" ".join(str(lib.get(key, "")) for key in ("internal_api", "version", "architecture")).strip()
-                 for lib in _controller().info()]
+    blas = ", ".join(" ".join(str(lib.get(key, "")) for key in ("internal_api", "version", "architecture")).strip()
+                     for lib in _controller().info()) or "no BLAS found"
     if numpy_selected():
-        return f"{', '.join(libraries) or 'no BLAS found'}, numpy's loops"
+        return f"{blas}, numpy's loops"
     from minigrad.kernels.simd import VECTOR_BYTES
-    return f"{', '.join(libraries) or 'no BLAS found'}, {VECTOR_BYTES}-byte vectors"
+    return f"{blas}, {VECTOR_BYTES}-byte vectors"
 
 
 def decoding_threads(setting=None):
@@ -148,7 +148,7 @@ class AdaptiveThreads:
         self.probe_cost = 0.0                         # seconds the next probe may cost beyond the incumbent
         self.steps_with = Counter()                   # timed steps run with each count
         self.switches = 0
-        self.untried = {self.challenger}              # counts whose first step is still to come
+        self.challenger_untried = True                # the second count's first step is still to come
         self.losses = 0                               # probes lost in a row
 
     def choose(self) -> int:
@@ -184,8 +184,7 @@ class AdaptiveThreads:
         return self.steps_since_probe >= self.next_probe_after or self._slowed_down()
 
     def _record_probe(self, seconds: float):
-        first = self.challenger in self.untried
-        self.untried.discard(self.challenger)
+        first, self.challenger_untried = self.challenger_untried, False
         if first and seconds <= 2 * self.abort_ratio * self._reference():
             return              # its first step ever pays one-off costs: not timed unless far out (busy)
         self.probe_times.append(seconds)
