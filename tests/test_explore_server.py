@@ -154,3 +154,46 @@ def test_dates_explore_serves_a_typed_date(tmp_path):
             ["<sos>", "2", "0"]
         status, answer = request(url, "POST", "/step", json.dumps({"text": "2001-13-45"}))
         assert status == 400 and "\n" not in answer["error"]
+
+
+def test_a_killed_caller_takes_its_server_along(checkpoint, tmp_path):
+    """kill -9 of the process that started the server (a test, examples/benchmark_explorer.py):
+    none of its code runs, and the server ends all the same (the kernel kills it with its parent)."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    script = ("import sys, time; from viz.served import served; "
+              f"cm = served('--checkpoint', {checkpoint!r}, '--ladder-steps', '0', '--no-check'); "
+              "process, url = cm.__enter__(); print(process.pid, flush=True); time.sleep(600)")
+    caller = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=tmp_path,
+                              env=dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [
+                                  os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                  os.environ.get("PYTHONPATH")]))))
+    server_pid = None
+    try:
+        server_pid = int(caller.stdout.readline())
+        os.kill(server_pid, 0)                                       # serving
+        caller.kill()
+        caller.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and alive(server_pid):
+            time.sleep(0.1)
+        assert not alive(server_pid), "the server outlived the process that started it"
+    finally:
+        caller.kill()
+        caller.wait(timeout=30)
+        caller.stdout.close()
+        if server_pid is not None and alive(server_pid):                 # the failure: leave nothing behind
+            os.kill(server_pid, 9)
+
+
+def alive(pid) -> bool:
+    """Whether ``pid`` is a live process (a zombie, dead but not yet reaped by init, is not)."""
+    import os
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

@@ -1,6 +1,7 @@
 """An explorer's ``--serve`` in a subprocess, killed however its caller ends: the explorer's tests
 and ``examples/benchmark_explorer.py`` start ``next-word-explore`` / ``dates-explore`` this way."""
 import contextlib
+import os
 import queue
 import subprocess
 import sys
@@ -11,9 +12,11 @@ DATES_EXPLORE = "dates_commands:explore"
 
 
 def command(module_function, *args):
-    """A console script's main run by this Python (no PATH needed)."""
+    """A console script's main run by this Python (no PATH needed), in a process that ends with
+    this one however this one ends (``transformer/parallel/children.py``: kill -9 included)."""
     module, function = module_function.split(":")
-    return [sys.executable, "-c", f"import sys; from {module} import {function} as m; sys.exit(m())", *args]
+    return [sys.executable, "-c", f"import sys; from transformer.parallel.children import die_with_parent; "
+            f"die_with_parent({os.getpid()}); from {module} import {function} as m; sys.exit(m())", *args]
 
 
 @contextlib.contextmanager

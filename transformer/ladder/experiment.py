@@ -9,11 +9,9 @@ machine's load or on ``jobs``; with ``jobs=2`` two trainings run at once, one pe
 """
 from __future__ import annotations
 
-import ctypes
 import json
 import multiprocessing
 import signal
-import sys
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -25,6 +23,7 @@ import minigrad
 from minigrad import functional as F
 from minigrad import optim
 
+from transformer.parallel.children import die_with_parent
 from transformer.parallel.threads import arithmetic
 from transformer.tasks.language import KINDS, VOCAB, Language, encode_batch, make_example
 from transformer.ladder.rungs import RUNGS, FullBlock
@@ -359,11 +358,7 @@ def _end_with_the_parent():
     kernel ends the worker if the parent dies, so no worker trains on, or writes a
     BrokenPipeError traceback, after the command has gone."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if sys.platform.startswith("linux"):
-        try:
-            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)       # PR_SET_PDEATHSIG
-        except (OSError, AttributeError):
-            pass
+    die_with_parent()
 
 
 def _worker_pool(jobs: int):
