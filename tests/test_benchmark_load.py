@@ -11,6 +11,8 @@ import time
 
 import pytest
 
+from processes import alive, wait_until_gone
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(REPO, "examples")
 
@@ -23,22 +25,6 @@ def benchmark_load():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def alive(pid):
-    """True while ``pid`` runs (a zombie waiting to be reaped counts as gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
-def wait_until_gone(pids, seconds=5.0):
-    deadline = time.monotonic() + seconds
-    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return [pid for pid in pids if alive(pid)]
 
 
 def cpu_seconds(pid):

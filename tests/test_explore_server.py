@@ -10,6 +10,7 @@ import threading
 import pytest
 
 from explore_runs import dates_run, next_word_run, served
+from processes import alive, wait_until_gone
 
 pytestmark = pytest.mark.slow
 SENTENCE = "ann is at the mill and lea is at the fort . lea is at the"
@@ -162,7 +163,6 @@ def test_a_killed_caller_takes_its_server_along(checkpoint, tmp_path):
     import os
     import subprocess
     import sys
-    import time
 
     script = ("import sys, time; from viz.served import served; "
               f"cm = served('--checkpoint', {checkpoint!r}, '--ladder-steps', '0', '--no-check'); "
@@ -177,23 +177,10 @@ def test_a_killed_caller_takes_its_server_along(checkpoint, tmp_path):
         os.kill(server_pid, 0)                                       # serving
         caller.kill()
         caller.wait(timeout=30)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and alive(server_pid):
-            time.sleep(0.1)
-        assert not alive(server_pid), "the server outlived the process that started it"
+        assert wait_until_gone([server_pid], 30) == [], "the server outlived the process that started it"
     finally:
         caller.kill()
         caller.wait(timeout=30)
         caller.stdout.close()
         if server_pid is not None and alive(server_pid):                 # the failure: leave nothing behind
             os.kill(server_pid, 9)
-
-
-def alive(pid) -> bool:
-    """Whether ``pid`` is a live process (a zombie, dead but not yet reaped by init, is not)."""
-    import os
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False

@@ -16,6 +16,8 @@ import time
 import numpy as np
 import pytest
 
+from processes import alive
+
 from transformer.files.checkpoint import load_checkpoint
 
 MPIEXEC = shutil.which("mpiexec", path=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
@@ -80,14 +82,6 @@ def descendants(pid) -> list:
         found += children
         frontier = children
     return found
-
-
-def alive(pid) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def rank_of(pid):
