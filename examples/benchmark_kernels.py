@@ -3,10 +3,12 @@
     python examples/benchmark_kernels.py            # full run (~2 minutes, most of it compiling)
     python examples/benchmark_kernels.py --quick    # fewer repetitions
     python examples/benchmark_kernels.py --record   # and write the verdicts to minigrad/kernels/measured.json
+    python examples/benchmark_kernels.py --record softplus softplus_backward   # just these kernels' verdicts
 
 ``--record`` is how the registry learns which kernels pay: a kernel runs by default only where
 its recorded median beats its numpy twin's at its model-size example (``kernels/registry.py``).
-Record on a quiet machine, and say which in the commit.
+With names it measures and rewrites only those kernels' verdicts and keeps every other one as it
+was recorded (a new op's diff is its own lines). Record on a quiet machine, and say which in the commit.
 
 Prints one table and returns the rows from ``run_kernel_benchmarks()`` as a
 list of dicts (examples/benchmark.py calls it). Timings are medians of many
@@ -150,11 +152,12 @@ def matmul_rows(repeats):
     return rows
 
 
-def registered_kernel_rows(repeats):
-    """Every registered kernel against its op's numpy function at its model-size example (matmul's
-    is op-by-op attention's P @ V; the products above show where its rule sends the others)."""
+def registered_kernel_rows(repeats, chosen=None):
+    """Every registered kernel (or the ``chosen`` ones) against its op's numpy function at its
+    model-size example (matmul's is op-by-op attention's P @ V; the products above show where its
+    rule sends the others)."""
     rows = []
-    for kernel in kernels.registered():
+    for kernel in chosen if chosen is not None else kernels.registered():
         args = kernel.example(np.random.default_rng(0), np.dtype(np.float32), "model")
         shapes = "x".join(str(n) for n in next(a for a in args if isinstance(a, np.ndarray)).shape)
         group = kernel.op.__module__.rsplit(".", 1)[-1]
@@ -173,6 +176,30 @@ def verdicts(info, rows):
     return {"how": "python examples/benchmark_kernels.py --record: medians of alternating rounds, float32, "
                    "each kernel at its example(..., 'model') arguments",
             "date": time.strftime("%Y-%m-%d"), "machine": info, "kernels": kernel_rows}
+
+
+def chosen_kernels(names):
+    """The registered kernels named by ``names`` (a kernel's name, ``softplus``, or its key,
+    ``minigrad.ops.elementwise.softplus``), in registration order; ValueError names the unknown."""
+    registered = kernels.registered()
+    known = {kernel.name: kernel for kernel in registered} | {kernel.key: kernel for kernel in registered}
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise ValueError(f"no registered kernel named {', '.join(unknown)}; the kernels are: "
+                         f"{', '.join(kernel.name for kernel in registered)}")
+    wanted = {known[name] for name in names}
+    return [kernel for kernel in registered if kernel in wanted]
+
+
+def merged_verdicts(recorded, info, rows):
+    """``recorded`` (the verdicts file as it is) with only these rows' kernels re-measured: every
+    other verdict, and the machine of the full record, stay as they were; the partial record
+    says when, where and what it measured under "partial_records"."""
+    fresh = verdicts(info, rows)
+    merged = {**recorded, "kernels": {**recorded.get("kernels", {}), **fresh["kernels"]}}
+    merged["partial_records"] = recorded.get("partial_records", []) + [
+        {"date": fresh["date"], "machine": info, "kernels": sorted(fresh["kernels"])}]
+    return merged
 
 
 def write_json(path, value):
@@ -253,17 +280,26 @@ def print_report(info, rows):
                   f" + first calls [{calls}] s")
 
 
-def run_kernel_benchmarks(quick=False, record=False, only_registered=False):
+def run_kernel_benchmarks(quick=False, record=False, only_registered=False, names=()):
     """Run every benchmark, print the table, return the rows as a list of dicts; with ``record``,
-    write the registered kernels' verdicts to the registry's measured.json."""
+    write the registered kernels' verdicts to the registry's measured.json. With ``names``, only
+    those kernels are measured (no matmul products, no start-up) and, recorded, only their
+    verdicts change."""
     repeats = 100 if quick else 500
     info = machine_info()
-    registered = registered_kernel_rows(repeats)
-    rows = registered if only_registered else matmul_rows(repeats) + registered + startup_rows()
+    chosen = chosen_kernels(names) if names else None
+    registered = registered_kernel_rows(repeats, chosen)
+    rows = registered if only_registered or names else matmul_rows(repeats) + registered + startup_rows()
     print_report(info, rows)
     if record:
-        write_json(registry.MEASURED, verdicts(info, registered))
-        print(f"\nverdicts written to {os.path.relpath(registry.MEASURED)}")
+        if names:
+            with open(registry.MEASURED) as file:
+                recorded = json.load(file)
+            write_json(registry.MEASURED, merged_verdicts(recorded, info, registered))
+        else:
+            write_json(registry.MEASURED, verdicts(info, registered))
+        print(f"\nverdicts of {', '.join(r['key'] for r in registered) if names else 'every kernel'} "
+              f"written to {os.path.relpath(registry.MEASURED, REPO)}")
     return [{"group": "machine", **info}] + rows
 
 
@@ -272,11 +308,22 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
     parser.add_argument("--json", metavar="FILE", help="also write the rows to FILE as JSON")
-    parser.add_argument("--record", action="store_true",
-                        help="write each registered kernel's verdict (faster than numpy or not) to the registry")
+    parser.add_argument("--record", nargs="*", metavar="NAME",
+                        help="write each registered kernel's verdict (faster than numpy or not) to the registry; "
+                             "with NAMEs (softplus, or minigrad.ops.elementwise.softplus) only theirs, the others "
+                             "kept as recorded")
     parser.add_argument("--registered-only", action="store_true",
                         help="only the registered kernels (no matmul products, no start-up)")
+    parser.add_argument("--only", nargs="+", metavar="NAME", default=(),
+                        help="measure only these registered kernels (as --record NAME... without writing)")
     args = parser.parse_args()
-    results = run_kernel_benchmarks(quick=args.quick, record=args.record, only_registered=args.registered_only)
+    names = tuple(args.record or ()) + tuple(args.only)
+    try:
+        chosen_kernels(names)                  # an unknown name is one line, before anything is timed
+    except ValueError as error:
+        print(f"benchmark_kernels.py: {error}", file=sys.stderr)
+        sys.exit(2)
+    results = run_kernel_benchmarks(quick=args.quick, record=args.record is not None,
+                                    only_registered=args.registered_only, names=names)
     if args.json:
         write_json(args.json, results)
