@@ -1,7 +1,7 @@
 """The explorer's local server (``--serve``), spoken to over HTTP without a browser: it answers
 127.0.0.1 / localhost only and its own page's requests only, runs a typed input on the checkpoint,
-answers bad input with 400 and one line, serves requests at once, and ends on Ctrl-C in one line
-with exit 130. (``test_explore_server_guards.py`` tries the refusals in this process,
+answers bad input with 400 and one line, serves requests at once, and ends on Ctrl-C or SIGTERM in
+one line with exit 130. (``test_explore_server_guards.py`` tries the refusals in this process,
 where it can count the steps the engine ran.)"""
 import http.client
 import json
@@ -152,8 +152,8 @@ def test_requests_are_served_at_once(server):
         idle.close()
 
 
-@pytest.mark.parametrize("signal_name", ["SIGINT"])
-def test_ctrl_c_ends_it_in_one_line(checkpoint, signal_name):
+@pytest.mark.parametrize("signal_name", ["SIGINT", "SIGTERM"])
+def test_ctrl_c_or_sigterm_ends_it_in_one_line(checkpoint, signal_name):
     with served("--checkpoint", checkpoint, "--ladder-steps", "0", "--no-check") as (process, url):
         assert request(url)[0] == 200
         assert request(url, "POST", "/step", "[" * 2000 + "]" * 2000)[0] == 400     # no traceback either

@@ -26,7 +26,7 @@ two tabs are all it serves. Its rules, those of the local servers learners alrea
 - each request runs on its own thread, so several tabs are served at once; the engine's
   work (the model's forward and backward, which set attributes on the modules) takes one
   lock, one input at a time;
-- Ctrl-C stops it: the command prints one line and exits with 130.
+- Ctrl-C or SIGTERM stops it: the command prints one line and exits with 130.
 """
 import io
 import json
@@ -36,6 +36,8 @@ import threading
 import time
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from transformer.commands.console import sigterm_as_ctrl_c
 
 from .subject import InputError
 
@@ -208,10 +210,12 @@ class ExplorerServer(ThreadingHTTPServer):
 
 
 def serve(explorer: Explorer, port: int, say=print) -> None:
-    """Serve until Ctrl-C (KeyboardInterrupt, left to the caller's one line), then close the socket."""
+    """Serve until Ctrl-C or SIGTERM (KeyboardInterrupt both, left to the caller's one line), then
+    close the socket."""
     server = ExplorerServer(explorer, port)
     try:
-        say(f"serving the explorer at {server.url}  (open it in a browser; Ctrl-C stops the server)")
-        server.serve_forever(poll_interval=0.2)
+        with sigterm_as_ctrl_c():
+            say(f"serving the explorer at {server.url}  (open it in a browser; Ctrl-C stops the server)")
+            server.serve_forever(poll_interval=0.2)
     finally:
         server.server_close()
