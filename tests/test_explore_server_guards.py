@@ -58,7 +58,7 @@ class Served:
 
 
 @contextlib.contextmanager
-def served(request_deadline=10):
+def in_this_process(request_deadline=10):
     live = Served(request_deadline)
     live._thread.start()
     try:
@@ -86,7 +86,7 @@ def a_valid_request(port, body=json.dumps({"text": SENTENCE}).encode()):
 @pytest.mark.parametrize("variant", REFUSED)
 def test_a_post_the_page_would_not_send_is_refused_before_any_step(variant, capfd):
     headers, status = REFUSED[variant]
-    with served() as live:
+    with in_this_process() as live:
         answer = post(live.port, json.dumps({"text": SENTENCE}), headers)
         assert answer[0] == status and "\n" not in answer[1]["error"], answer
         assert live.inputs == []
@@ -99,7 +99,7 @@ def test_a_post_the_page_would_not_send_is_refused_before_any_step(variant, capf
 
 
 def test_a_cors_preflight_is_not_granted():
-    with served() as live:
+    with in_this_process() as live:
         connection = http.client.HTTPConnection("127.0.0.1", live.port, timeout=60)
         connection.request("OPTIONS", "/step", headers={"Origin": EVIL, "Access-Control-Request-Method": "POST",
                                                         "Access-Control-Request-Headers": "content-type"})
@@ -110,7 +110,7 @@ def test_a_cors_preflight_is_not_granted():
 
 def test_json_nested_too_deep_gets_400_and_no_traceback(capfd):
     body = "[" * 2000 + "]" * 2000                     # 4,000 bytes: under the body's bound
-    with served() as live:
+    with in_this_process() as live:
         status, answer = post(live.port, body, {"Content-Type": "application/json"})
         assert status == 400 and "nested too deeply" in answer["error"]
         assert live.inputs == []
@@ -119,7 +119,7 @@ def test_json_nested_too_deep_gets_400_and_no_traceback(capfd):
 
 @pytest.mark.parametrize("leaving", ["reset", "closed"])
 def test_a_client_that_leaves_before_its_answer_leaves_no_traceback(leaving, capfd):
-    with served() as live:
+    with in_this_process() as live:
         live.engine_may_answer.clear()
         client = socket.create_connection(("127.0.0.1", live.port), timeout=60)
         client.sendall(a_valid_request(live.port))
@@ -139,7 +139,7 @@ def test_a_request_trickled_a_byte_at_a_time_is_cut_off_at_the_deadline(capfd):
     """A timeout for each read would let this client hold its thread for as long as it trickles;
     the whole request has one deadline."""
     bound = 1.0
-    with served(request_deadline=bound) as live:
+    with in_this_process(request_deadline=bound) as live:
         client = socket.create_connection(("127.0.0.1", live.port), timeout=60)
         started, closed_after = time.monotonic(), None
         endless = f"POST /step HTTP/1.1\r\nHost: 127.0.0.1:{live.port}\r\nX-Slow: ".encode() + b"a" * 600
