@@ -1,7 +1,8 @@
 """The explorer in headless Chromium, one browser per test (the training view's own tests share one
 in test_explore_training_browser.py): the date page opens on the head whose weights changed most,
 computed from the snapshots file apart from the page; on the served page a typed sentence changes
-the prediction, the graph and every head's weights, and bad input shows its message; and a page on
+the prediction, the graph and every head's weights, and bad input shows its message; at 1280 x 800
+the probe menu shows its options whole and a long message leaves the box its width; and a page on
 another site cannot make the browser run a step on the server."""
 import contextlib
 import threading
@@ -62,6 +63,38 @@ def test_the_served_page_redraws_a_typed_sentence(next_word_checkpoint):
             assert "'once' is not a word of the language" in page.inner_text("#ask-status")
             assert page.inner_text("#prediction") == after["prediction"]      # the last good input stays
             assert opened.errors == [] or all("400" in e for e in opened.errors)
+
+
+# the width the probe menu needs to show its longest option whole: the same menu sized by its options
+NEEDED_WIDTH = """() => {
+  const menu = document.getElementById('source'), copy = menu.cloneNode(true);
+  copy.removeAttribute('id');
+  copy.style.cssText = 'position: absolute; left: -10000px; width: auto; min-width: 0; max-width: none; flex: none';
+  menu.parentNode.appendChild(copy);
+  const needed = copy.getBoundingClientRect().width;
+  copy.remove();
+  return needed;
+}"""
+
+
+def width(page, selector):
+    return page.locator(selector).bounding_box()["width"]
+
+
+def test_at_1280_by_800_the_probe_menu_and_the_box_keep_their_text(next_word_checkpoint):
+    with served("--checkpoint", next_word_checkpoint, "--ladder-steps", "0", "--no-check") as (_, url):
+        with open_page(url, width=1280, height=800) as opened:
+            page = opened.page
+            assert page.locator("#source option").count() > 1                    # the probes are there
+            assert width(page, "#source") >= page.evaluate(NEEDED_WIDTH)
+            box = width(page, "#ask-text")
+            page.fill("#ask-text", "once upon a time")
+            page.click("#ask-run")
+            page.wait_for_selector("#ask-status[data-error=true]", state="attached", timeout=60000)
+            assert len(page.inner_text("#ask-status")) > 100                     # a long message ...
+            assert width(page, "#ask-text") == box                               # ... beside an unchanged box
+            status = page.locator("#ask-status").bounding_box()
+            assert status["x"] + status["width"] <= 1280                         # wrapped, not cut at the edge
 
 
 class Recording(Handler):
