@@ -42,7 +42,7 @@ class Served:
         self.server = ExplorerServer(Explorer("<p>the explorer</p>", self._step), 0, request_deadline)
         self.server.daemon_threads = False      # server_close() then waits for every request's thread
         self.port = self.server.server_address[1]
-        self._thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05})
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05})
 
     def _step(self, text, check):
         self.inputs.append(text)
@@ -54,13 +54,13 @@ class Served:
         self.engine_may_answer.set()
         self.server.shutdown()
         self.server.server_close()
-        self._thread.join(timeout=60)
+        self.thread.join(timeout=60)
 
 
 @contextlib.contextmanager
 def in_this_process(request_deadline=10):
     live = Served(request_deadline)
-    live._thread.start()
+    live.thread.start()
     try:
         yield live
     finally:
