@@ -1,6 +1,8 @@
 """The explorer's local server (``--serve``), spoken to over HTTP without a browser: it answers
-127.0.0.1 / localhost only, runs a typed input on the checkpoint, answers bad input with 400 and
-one line, serves requests at once, and ends on Ctrl-C in one line with exit 130."""
+127.0.0.1 / localhost only and its own page's requests only, runs a typed input on the checkpoint,
+answers bad input with 400 and one line, serves requests at once, and ends on Ctrl-C or SIGTERM in
+one line with exit 130. (``test_explore_server_guards.py`` tries the refusals in this process,
+where it can count the steps the engine ran.)"""
 import http.client
 import json
 import signal
@@ -11,6 +13,7 @@ import pytest
 
 from explore_runs import dates_run, next_word_run, served
 from processes import alive, wait_until_gone
+from test_explore_server_guards import REFUSED
 
 pytestmark = pytest.mark.slow
 SENTENCE = "ann is at the mill and lea is at the fort . lea is at the"
@@ -28,14 +31,17 @@ def server(checkpoint):
 
 
 def request(url, method="GET", path="/", body=None, host=None, headers=None):
-    """(status, parsed JSON or the page's text) of one request to the server at ``url``."""
+    """(status, parsed JSON or the page's text) of one request to the server at ``url``; a POST
+    says its body is JSON, as the page does, unless ``headers`` has a Content-Type (None: none)."""
     port = int(url.rstrip("/").rsplit(":", 1)[1])
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     try:
         connection.putrequest(method, path, skip_host=True)
         connection.putheader("Host", f"127.0.0.1:{port}" if host is None else host)
-        for name, value in (headers or {}).items():
-            connection.putheader(name, value)
+        headers = {**({"Content-Type": "application/json"} if method == "POST" else {}), **(headers or {})}
+        for name, value in headers.items():
+            if value is not None:
+                connection.putheader(name, value)
         data = body.encode("utf-8") if isinstance(body, str) else body
         if data is not None:
             connection.putheader("Content-Length", str(len(data)))
@@ -105,6 +111,7 @@ def test_a_typed_sentence_runs_on_the_checkpoint(server, checkpoint):
     ('{"text": 3}', "needs a text"),
     ('{"text": "   "}', "type a sentence of the language"),
     (b"\xff\xfe", "is not JSON"),
+    ("[" * 2000 + "]" * 2000, "nested too deeply"),              # 4,000 bytes: deeper than Python's decoder
 ])
 def test_bad_input_gets_400_and_one_line(server, body, message):
     _, url = server
@@ -115,6 +122,16 @@ def test_bad_input_gets_400_and_one_line(server, body, message):
 def test_a_request_without_a_length_gets_400(server):
     _, url = server
     assert request(url, "POST", "/step")[0] == 400
+
+
+@pytest.mark.parametrize("variant", REFUSED)
+def test_a_post_the_page_would_not_send_is_refused(server, variant):
+    """What a page on another site can make a browser send: refused before the body is read."""
+    _, url = server
+    headers, status = REFUSED[variant]
+    headers = {"Content-Type": None, **headers}
+    answer = request(url, "POST", "/step", json.dumps({"text": SENTENCE}), headers=headers)
+    assert answer[0] == status and "prediction" not in answer[1], answer
 
 
 def test_requests_are_served_at_once(server):
@@ -135,12 +152,15 @@ def test_requests_are_served_at_once(server):
         idle.close()
 
 
-def test_ctrl_c_ends_it_in_one_line(checkpoint):
+@pytest.mark.parametrize("signal_name", ["SIGINT", "SIGTERM"])
+def test_ctrl_c_or_sigterm_ends_it_in_one_line(checkpoint, signal_name):
     with served("--checkpoint", checkpoint, "--ladder-steps", "0", "--no-check") as (process, url):
         assert request(url)[0] == 200
-        process.send_signal(signal.SIGINT)
+        assert request(url, "POST", "/step", "[" * 2000 + "]" * 2000)[0] == 400     # no traceback either
+        process.send_signal(getattr(signal, signal_name))
         assert process.wait(timeout=60) == 130
-        assert process.stderr.read().strip().splitlines()[-1] == "interrupted"
+        err = process.stderr.read()
+        assert err.strip().splitlines()[-1] == "interrupted" and "Traceback" not in err, err
         port = int(url.rstrip("/").rsplit(":", 1)[1])
         with pytest.raises(OSError):                      # nothing left listening
             socket.create_connection(("127.0.0.1", port), timeout=5).close()

@@ -569,10 +569,14 @@
   function sourceOptions() {
     var select = document.getElementById("source"), kind = DATA.input ? DATA.input.kind : "date";
     select.innerHTML = "";
-    if (SNAPSHOTS) SNAPSHOTS.rows.forEach(function (row, p) {
-      select.appendChild(el("option", {value: "row" + p}, "probe " + (p + 1) + " · " + row.text + " (while it trained)"));
+    var input = el("option", {value: "input"}, "this page's " + kind + ": " + DATA.input.text);
+    if (!SNAPSHOTS) { select.appendChild(input); return; }
+    // the groups say when, so each option is only its words: the menu is narrow enough to show them
+    var probes = select.appendChild(el("optgroup", {label: "while it trained (the recorded steps)"}));
+    SNAPSHOTS.rows.forEach(function (row, p) {
+      probes.appendChild(el("option", {value: "row" + p}, "probe " + (p + 1) + " · " + row.text));
     });
-    select.appendChild(el("option", {value: "input"}, "this page's " + kind + ": " + DATA.input.text + (SNAPSHOTS ? " (the trained model)" : "")));
+    select.appendChild(el("optgroup", {label: "the trained model"})).appendChild(input);
   }
   function setUpSnapshots() {
     if (!SNAPSHOTS) return;
