@@ -71,7 +71,7 @@ def main(argv=None) -> int:
     from transformer.files.trained_model import load_model
 
     from ..attention_graph import find_attention_module
-    from .ladder_rungs import train_rungs
+    from .ladder_rungs import ladder_rungs
     from .subject import InputError, subject_for
 
     args = parse_args(argv)
@@ -93,10 +93,8 @@ def main(argv=None) -> int:
         _, layer = graph_module(model, None, args.layer, view, default=("decoder-self", model.config.num_layers - 1))
         name, _ = find_attention_module(model, "decoder-self", layer)
         rungs = None
-        if args.ladder_steps:
-            say = lambda line: print(line, file=sys.stderr, flush=True)     # noqa: E731
-            say(f"training the attention ladder's rungs for the page, {args.ladder_steps} steps each ...")
-            rungs = (args.ladder_steps, train_rungs(args.ladder_steps, say=say))
+        if args.ladder_steps:           # trained once, then kept beside the run
+            rungs = (args.ladder_steps, ladder_rungs(args.ladder_steps, os.path.dirname(checkpoint)))
         data = build_page_data(model, subject, "decoder-self", layer, not args.no_check, view, rungs)
         title = page_title(name, subject.text, True)
         if args.serve:
