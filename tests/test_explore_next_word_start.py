@@ -1,9 +1,11 @@
 """next-word-explore's start: the ladder's rungs trained once and kept beside the run (read back
-as distrustfully as a checkpoint, and giving the same page)."""
+as distrustfully as a checkpoint, and giving the same page), and a taken port refused before any
+training."""
 import json
 import os
 import re
 import shutil
+import socket
 
 import numpy as np
 import pytest
@@ -30,6 +32,14 @@ def run(tmp_path_factory):
 def trained():
     """The rungs trained ``STEPS`` steps each, as a first start trains them."""
     return train_rungs(STEPS)
+
+
+@pytest.fixture
+def no_training(monkeypatch):
+    """Fails the test if the rungs are trained."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("the rungs were trained")
+    monkeypatch.setattr(ladder_module, "train_rungs", refuse)
 
 
 def copy_run(run, folder) -> str:
@@ -170,3 +180,16 @@ def test_a_place_it_cannot_write_keeps_nothing_and_says_so(trained, tmp_path, mo
     assert said[0] == f"note: ignoring {path} (unreadable: a folder): training the rungs again"
     assert said[-1].startswith(f"note: could not keep the ladder's rungs in {path} (")
     assert said[-1].endswith("): the next start trains them again") and (path / "something").is_dir()
+
+
+# ------------------------------------------------------------------ a taken port
+@pytest.mark.slow
+def test_a_taken_port_is_refused_before_anything_is_trained(run, tmp_path, capsys, no_training):
+    with socket.socket() as other_server:
+        other_server.bind(("127.0.0.1", 0))
+        other_server.listen()
+        port = other_server.getsockname()[1]
+        code = next_word_explore.main(["--checkpoint", str(run / "model.npz"), "--serve", "--port", str(port)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert f"cannot serve on 127.0.0.1:{port}: the port is taken" in err and "--port 0" in err

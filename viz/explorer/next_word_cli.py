@@ -76,7 +76,7 @@ def main(argv=None) -> int:
 
     args = parse_args(argv)
     try:
-        check_port(args.port)
+        check_port(args.port, args.serve)         # a taken port is said before minutes of training
         if not args.serve:
             check_output(args.out, args.force, kind=HTML)
         checkpoint = args.checkpoint or default_checkpoint(DEFAULT_RUN)
