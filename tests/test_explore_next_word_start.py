@@ -1,6 +1,6 @@
 """next-word-explore's start: the ladder's rungs trained once and kept beside the run (read back
-as distrustfully as a checkpoint, and giving the same page), and a taken port refused before any
-training."""
+as distrustfully as a checkpoint, and giving the same page), a taken port refused before any
+training, and no run at all drawn as an untrained model, as dates-explore draws one."""
 import json
 import os
 import re
@@ -14,6 +14,7 @@ import viz.explorer.ladder_rungs as ladder_module
 from explore_runs import next_word_run
 from transformer.files.checkpoint import write_npz_atomically
 from transformer.files.rungs_file import save_rungs
+from viz.explorer import cli as dates_explore
 from viz.explorer import next_word_cli as next_word_explore
 from viz.explorer.ladder_rungs import RUNGS_FILE, ladder_data, ladder_rungs, train_rungs, training_settings
 
@@ -193,3 +194,22 @@ def test_a_taken_port_is_refused_before_anything_is_trained(run, tmp_path, capsy
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1
     assert f"cannot serve on 127.0.0.1:{port}: the port is taken" in err and "--port 0" in err
+
+
+# ------------------------------------------------------------------ no run yet
+@pytest.mark.parametrize("command, default", [(dates_explore, "runs/dates/model.npz"),
+                                              (next_word_explore, "runs/next-word/model.npz")])
+def test_without_a_run_both_explorers_draw_an_untrained_model(command, default, tmp_path, capsys):
+    """The working folder is empty: no run yet. Both say so in one line and in the title."""
+    out = tmp_path / "page.html"
+    extra = ["--ladder-steps", "0"] if command is next_word_explore else []
+    assert command.main(["--no-check", "--out", str(out), *extra]) == 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"note: no checkpoint at {default}: drawing an untrained model")
+    assert "(untrained model)</title>" in out.read_text(encoding="utf-8")
+
+
+def test_a_checkpoint_named_but_missing_is_refused(capsys):
+    assert next_word_explore.main(["--checkpoint", "nowhere/model.npz", "--ladder-steps", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "checkpoint nowhere/model.npz does not exist" in err
