@@ -3,6 +3,7 @@ as distrustfully as a checkpoint, and giving the same page), a taken port refuse
 training, and no run at all drawn as an untrained model, as dates-explore draws one."""
 import json
 import os
+import pathlib
 import re
 import shutil
 import socket
@@ -130,7 +131,7 @@ def truncated(path, trained):
 
 CORRUPTIONS = {
     "truncated": (truncated, "unreadable"),
-    "not an archive": (lambda path, _: open(path, "w").write("not rungs"), "unreadable: not a .npz archive"),
+    "not an archive": (lambda path, _: pathlib.Path(path).write_text("not rungs"), "unreadable: not a .npz archive"),
     "a FIFO": (lambda path, _: os.mkfifo(path), "unreadable: not a regular file"),
     "a link to /dev/zero": (lambda path, _: os.symlink("/dev/zero", path), "unreadable: not a regular file"),
     "other steps": (settings_changed(steps=STEPS + 1), f"trained with steps {STEPS + 1}, not {STEPS}"),
@@ -146,7 +147,8 @@ CORRUPTIONS = {
     "a weight of another shape": (weight_changed(lambda bias: np.zeros(len(bias) + 1, np.float32)),
                                   "rung0/bias is float32"),
     "a weight in float64": (weight_changed(lambda bias: bias.astype(np.float64)), "rung0/bias is float64"),
-    "a NaN weight": (weight_changed(lambda bias: np.full_like(bias, np.nan)), "rung0/bias holds values that are not finite"),
+    "a NaN weight": (weight_changed(lambda bias: np.full_like(bias, np.nan)),
+                     "rung0/bias holds values that are not finite"),
     "a pickled weight": (weight_changed(lambda bias: np.array([None] * len(bias), dtype=object)), "pickled"),
     "compressed": (lambda path, trained: write_npz_atomically(path, with_meta(*valid_arrays(trained)),
                                                                compressed=True), "is compressed"),

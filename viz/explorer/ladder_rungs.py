@@ -69,8 +69,7 @@ def training_settings(steps: int, seed: int) -> dict:
     from transformer.ladder.rungs import RUNGS
     config = {k: v for k, v in asdict(LadderConfig(seeds=(seed,), steps=steps)).items()
               if k not in ("seeds", "jobs", "eval_per_kind")}      # how many at once, and scoring: not training
-    kinds = language.Language(seed).kinds
-    return {"rungs": [rung.name for rung in RUNGS], "seed": seed, **config, "mix": list(mix(kinds)),
+    return {"rungs": [rung.name for rung in RUNGS], "seed": seed, **config, "mix": list(mix(language.KINDS)),
             "vocabulary": list(language.VOCAB), "max_len": MAX_LEN}
 
 

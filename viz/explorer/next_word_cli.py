@@ -40,8 +40,8 @@ def parse_args(argv):
     parser = Parser(prog="next-word-explore", description=__doc__.split("\n")[0].split(": ", 1)[1])
     parser.add_argument("--checkpoint", metavar="PATH", type=path_argument,
                         help=f"a next-word checkpoint (default: the newest finished run's, {DEFAULT_RUN}/model.npz "
-                             f"or {DEFAULT_RUN}-N/model.npz, else an untrained model); its run's attention_snapshots.npz "
-                             "is shown when there")
+                             f"or {DEFAULT_RUN}-N/model.npz, else an untrained model); its run's "
+                             "attention_snapshots.npz is shown when there")
     parser.add_argument("--sentence", default=None,
                         help="the words the step runs on (default: the recall probe asked about the second name)")
     parser.add_argument("--layer", type=int, default=None,
