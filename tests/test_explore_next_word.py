@@ -77,11 +77,9 @@ def test_bad_arguments_get_one_line(checkpoint, tmp_path, capsys, arguments, mes
     assert err.count("\n") == 1 and message in err
 
 
-def test_a_dates_checkpoint_or_none_gets_one_line(tmp_path, capsys, monkeypatch):
+def test_a_dates_checkpoint_gets_one_line(tmp_path, capsys):
+    """(No run at all draws an untrained model: test_explore_next_word_start.py.)"""
     checkpoint = dates_run(tmp_path / "dates", steps=1, every=1)
     assert main(["--checkpoint", checkpoint, "--out", str(tmp_path / "p.html"), "--ladder-steps", "0"]) == 2
-    assert capsys.readouterr().err.count("\n") == 1
-    monkeypatch.chdir(tmp_path)
-    assert main(["--out", str(tmp_path / "p.html"), "--ladder-steps", "0"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "no checkpoint at runs/next-word/model.npz" in err
+    assert err.count("\n") == 1 and "holds a dates model" in err

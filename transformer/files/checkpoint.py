@@ -130,8 +130,17 @@ def load_checkpoint(path):
 
 
 def _read_meta(path, raw) -> dict:
-    """meta.json's bytes -> a dict: bounded in size (checked before reading) and in depth
-    (checked before parsing: Python's json recurses once per level)."""
+    """meta.json's bytes -> a dict (``parse_meta_json``), or CheckpointError."""
+    try:
+        return parse_meta_json(raw)
+    except ValueError as error:
+        raise CheckpointError(f"checkpoint {path} has unreadable metadata ({error})") from None
+
+
+def parse_meta_json(raw) -> dict:
+    """A ``meta.json`` member's bytes (a uint8 array, its size bounded by the caller before it was
+    read) -> a dict, bounded in depth (checked before parsing: Python's json recurses once per
+    level). ValueError, saying what is wrong, otherwise. Shared by every .npz file we write."""
     try:
         if raw.dtype != np.uint8 or raw.ndim != 1:
             raise ValueError(f"meta.json is stored as {raw.dtype} {raw.shape}, not bytes")
@@ -141,9 +150,9 @@ def _read_meta(path, raw) -> dict:
             raise ValueError(f"nested {depth} levels deep, more than the {MAX_META_DEPTH} a checkpoint uses")
         meta = json.loads(text)
     except (UnicodeDecodeError, ValueError, RecursionError) as error:
-        raise CheckpointError(f"checkpoint {path} has unreadable metadata ({error})") from None
+        raise ValueError(str(error)) from None
     if not isinstance(meta, dict):
-        raise CheckpointError(f"checkpoint {path} has unreadable metadata (meta.json is not a JSON object)")
+        raise ValueError("meta.json is not a JSON object")
     return meta
 
 

@@ -1,5 +1,7 @@
 """The command line of ``dates-explore`` (see the package docstring)."""
+import errno
 import os
+import socket
 import sys
 import time
 
@@ -74,9 +76,22 @@ def add_serve_options(parser):
                         "0: any free port)")
 
 
-def check_port(port):
+def check_port(port, serve=False):
+    """A port out of range, and with ``serve`` one we cannot listen on (another server holds it),
+    refused before the command spends any time: the server binds it only once the page is built."""
     if not 0 <= port <= 65535:
         raise ValueError(f"--port must be between 0 and 65535, got {port}")
+    if serve and port:
+        from .server import HOST
+        with socket.socket() as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)     # as the server binds it
+            try:
+                probe.bind((HOST, port))
+            except OSError as error:
+                why = ("the port is taken (another explorer or server is using it)"
+                       if error.errno == errno.EADDRINUSE else error.strerror or str(error))
+                raise ValueError(f"cannot serve on {HOST}:{port}: {why}; choose another with --port N, "
+                                 "or --port 0 for any free one") from None
 
 
 def page_title(module_name, date, trained) -> str:
@@ -129,7 +144,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         source_ids(args.date)              # a bad date fails before a model is built or announced
-        check_port(args.port)
+        check_port(args.port, args.serve)
         if not args.serve:
             check_output(args.out, args.force, kind=HTML)
         chosen = model_from_args(args)

@@ -5,14 +5,79 @@ The rungs (``transformer.ladder.RUNGS``, one idea each) are trained here as
 ``attention-ladder`` trains them (``train_rung``: the same seed, batches and learning rates),
 for ``steps`` Adam steps each; ``attention-ladder`` itself trains 2,500. They are kept in
 memory, so the served page runs every typed sentence through all of them.
+
+Training them is most of ``next-word-explore``'s start (minutes on a busy machine), and they
+depend only on the language, their seed and these settings, not on the run: ``ladder_rungs``
+trains them once and keeps them beside the run (``RUNGS_FILE``, read back as distrustfully as a
+checkpoint: ``transformer.files.rungs_file``), so the page and the served page of a run, and
+every later start, reuse them. Beside the run, because that is where the learner looks: the
+file goes where the run goes and is deleted with it, and no hidden cache folder is needed.
 """
+import os
+import sys
 import time
+from dataclasses import asdict
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
 import minigrad
 from transformer.tasks import language
+
+
+RUNGS_FILE = "ladder_rungs.npz"      # beside the run's model.npz
+
+
+def ladder_rungs(steps: int, folder=None, seed: int = 0, say=None) -> list:
+    """[(rung class, trained model)] as ``train_rungs`` trains them: read from ``folder``'s
+    ``RUNGS_FILE`` when it holds rungs trained with the same settings, else trained and kept
+    there (``folder`` None: trained and not kept). Says in one line (``say``, default: stderr)
+    which it was; a file it cannot use is ignored with one ``note:`` line."""
+    from transformer.files.rungs_file import RungsFileError, load_rungs, save_rungs
+    say = say or (lambda line: print(line, file=sys.stderr, flush=True))
+    settings = training_settings(steps, seed)
+    path = None if folder is None else os.path.join(folder, RUNGS_FILE)
+    if path is not None:
+        fresh = fresh_rungs()
+        try:
+            trained = load_rungs(path, [model for _, model in fresh], settings)
+            say(f"ladder rungs: reused from {path} (trained {steps} steps each on {trained['date']}, "
+                f"in {trained['seconds']:.0f} s)")
+            return fresh
+        except RungsFileError as error:
+            if not error.missing:
+                say(f"note: ignoring {path} ({error.reason}): training the rungs again")
+    say(f"training the attention ladder's rungs for the page, {steps} steps each ...")
+    start = time.perf_counter()
+    rungs = train_rungs(steps, seed, say)
+    seconds = time.perf_counter() - start
+    if path is None:
+        say(f"trained the ladder's {len(rungs)} rungs in {seconds:.0f} s (not kept: there is no run folder)")
+        return rungs
+    try:
+        save_rungs(path, [model for _, model in rungs], settings, seconds)
+        say(f"trained the ladder's {len(rungs)} rungs in {seconds:.0f} s, kept in {path} for the next start")
+    except OSError as error:        # a run folder we may read but not write: the page goes on
+        say(f"note: could not keep the ladder's rungs in {path} ({error.strerror or error}): "
+            "the next start trains them again")
+    return rungs
+
+
+def training_settings(steps: int, seed: int) -> dict:
+    """Everything the trained rungs depend on, recorded beside them and compared on reading."""
+    from transformer.ladder.experiment import MAX_LEN, LadderConfig, mix
+    from transformer.ladder.rungs import RUNGS
+    config = {k: v for k, v in asdict(LadderConfig(seeds=(seed,), steps=steps)).items()
+              if k not in ("seeds", "jobs", "eval_per_kind")}      # how many at once, and scoring: not training
+    return {"rungs": [rung.name for rung in RUNGS], "seed": seed, **config, "mix": list(mix(language.KINDS)),
+            "vocabulary": list(language.VOCAB), "max_len": MAX_LEN}
+
+
+def fresh_rungs() -> list:
+    """[(rung class, untrained model)] built as ``train_rung`` builds them: what a kept file loads into."""
+    from transformer.ladder.experiment import MAX_LEN, LadderConfig
+    from transformer.ladder.rungs import RUNGS
+    return [(rung, rung(len(language.VOCAB), LadderConfig().d_model, MAX_LEN)) for rung in RUNGS]
 
 
 def train_rungs(steps: int, seed: int = 0, say=None) -> list:

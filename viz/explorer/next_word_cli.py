@@ -18,7 +18,7 @@ import time
 from transformer.commands.console import Parser, console_script, path_argument
 from transformer.files.output_file import HTML, add_force_option, check_output, write_output
 
-from ..inputs import on_numpy_twins
+from ..inputs import UNTRAINED, on_numpy_twins
 from .cli import add_serve_options, build_page_data, check_port, graph_module, page_title, serve_explorer
 from .page import page_html
 from .training_steps import snapshot_data
@@ -40,7 +40,8 @@ def parse_args(argv):
     parser = Parser(prog="next-word-explore", description=__doc__.split("\n")[0].split(": ", 1)[1])
     parser.add_argument("--checkpoint", metavar="PATH", type=path_argument,
                         help=f"a next-word checkpoint (default: the newest finished run's, {DEFAULT_RUN}/model.npz "
-                             f"or {DEFAULT_RUN}-N/model.npz); its run's attention_snapshots.npz is shown when there")
+                             f"or {DEFAULT_RUN}-N/model.npz, else an untrained model); its run's "
+                             "attention_snapshots.npz is shown when there")
     parser.add_argument("--sentence", default=None,
                         help="the words the step runs on (default: the recall probe asked about the second name)")
     parser.add_argument("--layer", type=int, default=None,
@@ -71,34 +72,31 @@ def main(argv=None) -> int:
     from transformer.files.trained_model import load_model
 
     from ..attention_graph import find_attention_module
-    from .ladder_rungs import train_rungs
+    from .ladder_rungs import ladder_rungs
     from .subject import InputError, subject_for
 
     args = parse_args(argv)
     try:
-        check_port(args.port)
+        check_port(args.port, args.serve)         # a taken port is said before minutes of training
         if not args.serve:
             check_output(args.out, args.force, kind=HTML)
         checkpoint = args.checkpoint or default_checkpoint(DEFAULT_RUN)
-        if not os.path.exists(checkpoint):
-            raise ValueError(f"no checkpoint at {checkpoint}: train one with next-word-train --snapshot-every 10, "
-                             "or pass --checkpoint PATH")
-        model = load_model(checkpoint, task="next-word")
+        trained = args.checkpoint is not None or os.path.exists(checkpoint)
+        model = load_model(checkpoint, task="next-word") if trained else untrained_model(checkpoint)
         subject = subject_for(model, args.sentence if args.sentence is not None else default_sentence())
         if args.layer is not None:                    # a bad layer fails before the snapshots are read
             find_attention_module(model, "decoder-self", args.layer)
-        snapshots = snapshots_beside(checkpoint)
+        snapshots = snapshots_beside(checkpoint) if trained else None
         start = time.perf_counter()
         view = snapshot_data(model, snapshots) if snapshots else None
         _, layer = graph_module(model, None, args.layer, view, default=("decoder-self", model.config.num_layers - 1))
         name, _ = find_attention_module(model, "decoder-self", layer)
         rungs = None
-        if args.ladder_steps:
-            say = lambda line: print(line, file=sys.stderr, flush=True)     # noqa: E731
-            say(f"training the attention ladder's rungs for the page, {args.ladder_steps} steps each ...")
-            rungs = (args.ladder_steps, train_rungs(args.ladder_steps, say=say))
+        if args.ladder_steps:           # trained once, then kept beside the run
+            run_folder = os.path.dirname(checkpoint) if trained else None
+            rungs = (args.ladder_steps, ladder_rungs(args.ladder_steps, run_folder))
         data = build_page_data(model, subject, "decoder-self", layer, not args.no_check, view, rungs)
-        title = page_title(name, subject.text, True)
+        title = page_title(name, subject.text, trained)
         if args.serve:
             return serve_explorer(model, data, title, "decoder-self", layer, args.port,
                                   "a sentence of the language, e.g. " + default_sentence(), rungs)
@@ -114,6 +112,18 @@ def main(argv=None) -> int:
         print(f"with the attention snapshots of {snapshots}: every layer and head over the training steps (▶, ↑ / ↓)")
         if args.layer is None:
             print(f"the step's graph: {name}, which holds the head that changed most over training")
-    else:
+    elif trained:
         print(f"no attention snapshots beside {checkpoint}: train with --snapshot-every 10 to watch it learn")
     return 0
+
+
+def untrained_model(checkpoint):
+    """A fresh next-word model of next-word-train's default shape, seed 0, said in one line, as
+    ``dates-explore`` draws a fresh date model when there is no run yet."""
+    import minigrad
+    from transformer.models import build_model
+    from transformer.training.next_word import default_model_config
+    print(f"note: no checkpoint at {checkpoint}: drawing an {UNTRAINED} (fresh, seed 0); train one with "
+          "next-word-train --snapshot-every 10, or pass --checkpoint PATH", file=sys.stderr)
+    minigrad.manual_seed(0)
+    return build_model(default_model_config()).eval()
