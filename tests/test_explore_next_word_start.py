@@ -137,6 +137,7 @@ CORRUPTIONS = {
     "other steps": (settings_changed(steps=STEPS + 1), f"trained with steps {STEPS + 1}, not {STEPS}"),
     "another seed": (settings_changed(seed=1), "trained with seed 1, not 0"),
     "another language": (settings_changed(vocabulary=["a", "b"]), "trained with vocabulary"),
+    "older training code": (settings_changed(code="0123456789abcdef"), "trained with code \"0123456789abcdef\""),
     "another format": (forged(lambda arrays, meta: with_meta(arrays, {**meta, "format_version": 2})),
                        "written in format 2"),
     "meta.json not JSON": (forged(lambda arrays, meta: {**arrays, "meta.json": np.frombuffer(b"{", np.uint8)}),

@@ -13,6 +13,7 @@ checkpoint: ``transformer.files.rungs_file``), so the page and the served page o
 every later start, reuse them. Beside the run, because that is where the learner looks: the
 file goes where the run goes and is deleted with it, and no hidden cache folder is needed.
 """
+import hashlib
 import os
 import sys
 import time
@@ -70,7 +71,19 @@ def training_settings(steps: int, seed: int) -> dict:
     config = {k: v for k, v in asdict(LadderConfig(seeds=(seed,), steps=steps)).items()
               if k not in ("seeds", "jobs", "eval_per_kind")}      # how many at once, and scoring: not training
     return {"rungs": [rung.name for rung in RUNGS], "seed": seed, **config, "mix": list(mix(language.KINDS)),
-            "vocabulary": list(language.VOCAB), "max_len": MAX_LEN}
+            "vocabulary": list(language.VOCAB), "max_len": MAX_LEN, "code": training_code_digest()}
+
+
+def training_code_digest() -> str:
+    """A hash of the files whose code decides the trained weights (the rungs, their training loop,
+    the language's sentences): an edit to any of them retrains rather than reuse stale rungs."""
+    import transformer.ladder.experiment
+    import transformer.ladder.rungs
+    digest = hashlib.sha256()
+    for module in (transformer.ladder.rungs, transformer.ladder.experiment, language):
+        with open(module.__file__, "rb") as file:
+            digest.update(file.read())
+    return digest.hexdigest()[:16]
 
 
 def fresh_rungs() -> list:
