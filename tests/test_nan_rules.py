@@ -96,8 +96,10 @@ ROWS = {
          "grad": [[[0.0, 0.0, nan, nan, nan, nan], [nan, nan, nan, nan, nan, nan],
                    [0.03501608723285378, 0.02673241216280884, nan, -0.020330124045438023, nan, nan]]],
          "tangent": [[[1.0, 1.0], [nan, nan], [1.5988069187348823, 0.46294158066077995]]]}),
-    # -inf in a query makes every score it may see -inf: NaN (not the zeros of a query the mask
-    # hides), and NaN in the gradients of everything that row read
+    # -inf in query 1 makes every score it may see -inf: op by op, softmax makes that row NaN,
+    # and NaN the gradients of everything it read; ours is the zero row of a query the mask hides
+    # (as step by step, and as PyTorch's scaled_dot_product_attention: tests/test_attention_nan.py).
+    # Its tangent stays NaN: the scores' tangent is inf there, times a zero weight
     "attention-minus-inf-query": (
         lambda x: F.self_attention(x, 1, CAUSAL)[0],
         [[[0.5, -1.0, 0.25, 1.0, 2.0, -0.5], [-inf, 0.75, 0.5, 0.5, 1.5, 0.25], [1.0, 0.5, -1.5, -0.25, -1.0, 2.0]]],
@@ -105,7 +107,23 @@ ROWS = {
         {"value": [[[2.0, -0.5], [nan, nan], [1.51544733483999, 0.056245241260007836]]],
          "grad": [[[0.0, 0.0, nan, nan, nan, nan], [nan, nan, nan, nan, nan, nan],
                    [0.07475440251685987, 0.014266660512418719, nan, -0.017239522689067192, nan, nan]]],
-         "tangent": [[[1.0, 1.0], [nan, nan], [1.4563723088991158, 0.6326487541301626]]]}),
+         "tangent": [[[1.0, 1.0], [nan, nan], [1.4563723088991158, 0.6326487541301626]]]},
+        {"value": [[[2.0, -0.5], [0.0, 0.0], [1.51544733483999, 0.056245241260007836]]],
+         "grad": [[[0.0, 0.0, nan, -0.011592623521182116, 1.4573540608799982, 1.4573540608799982],
+                   [0.0, 0.0, nan, 0.028832146210249356, 0.45735406087999814, 0.45735406087999814],
+                   [0.07475440251685987, 0.014266660512418719, nan, -0.017239522689067192, 0.08529187824000369,
+                    0.08529187824000369]]],
+         "tangent": [[[1.0, 1.0], [nan, nan], [1.456372308899116, 0.6326487541301627]]]}),
+    # a NaN in key 2, which the causal mask hides from queries 0 and 1: their outputs stay finite
+    # (masked_fill, not + -inf); dQ = dS K is NaN in that dimension (0 * NaN)
+    "attention-hidden-nan-score": (
+        lambda x: F.self_attention(x, 1, CAUSAL)[0],
+        [[[0.5, -1.0, 0.25, 1.0, 2.0, -0.5], [1.5, 0.25, 0.5, 0.5, 1.5, 0.25], [1.0, 0.5, nan, -0.25, -1.0, 2.0]]],
+        None, [[[1.0] * 6] * 3],
+        {"value": [[[2.0, -0.5], [1.727960278325387, -0.09194041748808049], [nan, nan]]],
+         "grad": [[[nan, 0.0, nan, nan, nan, nan], [nan, -0.02192534858895131, nan, nan, nan, nan],
+                   [nan, nan, nan, nan, nan, nan]]],
+         "tangent": [[[1.0, 1.0], [1.021925348588952, 0.9671119771165729], [nan, nan]]]}),
     "layer-norm-inf": (
         lambda x: F.layer_norm(x, eps=1e-5), [[inf, 0., 1.], [1., 2., 4.]], None, [[1., 2., 3.]] * 2,
         {"value": [[nan, nan, nan], [-1.0690415314502977, -0.26726038286257453, 1.3363019143128718]],

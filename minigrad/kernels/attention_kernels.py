@@ -77,21 +77,9 @@ def _four_softmax_rows(x, x_rows, bias, bias_rows, scale, block, out, out_rows):
         vstore(o1, j, n, vload(s1, j, n, zero) * k1)
         vstore(o2, j, n, vload(s2, j, n, zero) * k2)
         vstore(o3, j, n, vload(s3, j, n, zero) * k3)
-    return _redo(t0, b0) or _redo(t1, b1) or _redo(t2, b2) or _redo(t3, b3)
-
-
-@jit(forceinline=True)
-def _redo(total, bias_row):
-    """Whether the numpy definition must redo the call for this row: a NaN sum (the row is NaN),
-    or a sum of 0 (every score -inf) though the mask allows a key: an inf in the input, whose
-    row PyTorch makes NaN, not the zeros of a row the mask hides. Both are rare."""
-    if total != total:
-        return True
-    if total == 0:
-        for j in range(bias_row.shape[0]):
-            if bias_row[j] == 0:
-                return True
-    return False
+    # a NaN sum: the numpy definition redoes the call (rare). A row of all -inf scores, hidden by
+    # the mask or made so by an inf in Q or K, has sum 0 and its zero weights already.
+    return t0 != t0 or t1 != t1 or t2 != t2 or t3 != t3
 
 
 # ---------------------------------------------------------------- the kernels
@@ -220,7 +208,7 @@ def attention(q, k, v, allowed, num_heads, width, columns):
     bias, strides = _mask_as_bias(allowed, weights.shape, q.dtype)
     scratch = np.empty((width // num_heads, k_len), q.dtype), np.empty((4, k_len), q.dtype)
     if _attention_kernel(q, k, v, np.asarray(columns, np.int64), num_heads, bias, strides, out, weights, *scratch):
-        # a NaN row, or an allowed row of -inf scores (rare): the exact numpy definition
+        # a NaN row (rare): the exact numpy definition
         return op.attention.numpy(q, k, v, allowed, num_heads, width, columns)
     return out, weights
 

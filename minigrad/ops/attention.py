@@ -18,14 +18,16 @@ backward, from the output gradient G:
   dQ_h = dS K_h,  dK_h = dSᵀ Q_h,  dV_h = Pᵀ G_h
 ``allowed``: bool, broadcastable to (B, heads, Tq, Tk), True = may attend. The
 weights P (B, heads, Tq, Tk) are handed to ``weights_out``: for inspection, they
-carry no gradient. A query row with no allowed key gets zero weights and a zero output; a
-row whose allowed scores are all -inf (an inf in Q or K) is NaN, as in PyTorch.
+carry no gradient. A query row whose scores are all -inf gets zero weights (a zero output
+unless V holds NaN or inf), whether the mask hides every key or an inf in Q or K makes every allowed score -inf:
+softmax's rule for an all -inf row, so op by op gives the same (PyTorch's
+scaled_dot_product_attention too; its op-by-op softmax gives NaN, docs/nan-rules.md).
 
 NaN: dS is 0 where the mask hides the key, even when the output gradient of that query is
 NaN or its weights are NaN, so a NaN of one query does not reach the gradients of keys it
 cannot see: as op by op (masked_fill's gradient is 0 there) and as PyTorch. Elsewhere dS is
-the plain product, also where P is 0: 0 * NaN is NaN, as op by op (an inf score makes its
-row NaN, and the gradients of everything that row read, as in PyTorch). dV = Pᵀ G is a
+the plain product, also where P is 0: 0 * NaN is NaN, as op by op (a NaN or +inf score makes
+its row NaN, and the gradients of everything that row read, as in PyTorch). dV = Pᵀ G is a
 plain product too.
 """
 import math
@@ -58,12 +60,7 @@ def attention(q, k, v, allowed, num_heads, width, columns):
     q_h, k_h, v_h = (split_heads(x[..., c:c + width], num_heads) for x, c in zip((q, k, v), columns))
     scale = q.dtype.type(1 / math.sqrt(q_h.shape[-1]))
     scores = np.where(allowed, (q_h @ k_h.swapaxes(-1, -2)) * scale, q.dtype.type(-np.inf))
-    weights = softmax.numpy(scores)
-    # every score -inf though a key is allowed (an inf in q or k): NaN, as PyTorch; a row the
-    # mask hides entirely keeps its zeros
-    lost = np.isneginf(scores).all(axis=-1, keepdims=True) & np.any(allowed, axis=-1, keepdims=True)
-    if lost.any():
-        weights = np.where(lost, q.dtype.type(np.nan), weights)
+    weights = softmax.numpy(scores)   # a row of all -inf: zeros, however its scores got there
     return merge_heads(weights @ v_h), weights
 
 
