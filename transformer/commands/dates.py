@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from transformer.commands.console import (EXIT_INTERRUPTED, EXIT_OUTPUT_LOST, console_script, path_argument,
-                                          sigterm_as_ctrl_c)
+from transformer.commands.console import (EXIT_INTERRUPTED, EXIT_OUTPUT_LOST, EXIT_USAGE, console_script,
+                                          path_argument, sigterm_as_ctrl_c)
 from transformer.commands.console import Parser as _Parser
 from transformer.commands.console import fail as _fail
 from transformer.commands.limits import at_most
@@ -365,7 +365,7 @@ def _run_training(args, command: TrainingCommand) -> int:
         failed = _fail(f"bad setting: {error}")
     except RunFolderError as error:
         failed = _fail(str(error))
-    if failed is not None or not _all_ranks_ready(job):
+    if not _all_ranks_ready(job, failed is None):   # every rank takes part, the one that failed too
         return failed or EXIT_USAGE               # a rank but 0 ends as rank 0 does, silently
     try:
         trainer = _opened_everywhere(job, lambda: _open_trainer(args, out_dir, make_trainer, command.trainer_class,
@@ -403,8 +403,8 @@ def _mpi_job():
 
 
 def _all_ranks_ready(job, ready: bool = True) -> bool:
-    """Whether every process of the job is ready (always, in a plain run): all go on or all stop."""
-    return job is None or job.all_agree(ready)
+    """Whether every process of the job is ``ready`` (this one's word, in a plain run): all go on or all stop."""
+    return ready if job is None else job.all_agree(ready)
 
 
 def _opened_everywhere(job, open_trainer):
