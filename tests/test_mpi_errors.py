@@ -1,6 +1,8 @@
 """An MPI job that cannot train ends like the plain command: one line, exit 2 from every rank,
 nothing trained, no process left; and Ctrl-C ends a job even when one of its ranks is stopped.
 
+- ranks started with different settings (MPMD ``mpiexec -n 1 cmd : -n 1 cmd``) are refused before
+  the first step, in one line naming the setting and both values;
 - a folder that rank 0 refuses (a finished run, a file, another job's lock) ends every rank through
   the same collective agreement, instead of leaving rank 1 waiting in it for good;
 - a rank stopped with SIGSTOP (a laptop's suspend, a debugger) does not keep Ctrl-C from ending the job.
@@ -15,7 +17,8 @@ import time
 import pytest
 
 from processes import alive, wait_until_gone
-from test_mpi import command, descendants, job, own_lines, pytestmark, rank_of, wait_for_steps  # noqa: F401,F811
+from test_mpi import (DATES, MPIEXEC, TINY, command, descendants, job, own_lines, pytestmark,  # noqa: F401,F811
+                      rank_of, wait_for_steps)
 
 from transformer.files.run_dir import LOCK_NAME
 
@@ -30,6 +33,36 @@ def finished(process, timeout=END_SECONDS):
     except subprocess.TimeoutExpired:
         pytest.fail(f"the job did not end within {timeout} s")
     return process.returncode, own_lines(stderr)
+
+
+# ------------------------------------------------------- different settings
+def mpmd(out, first: list, second: list, environments=({}, {})) -> list:
+    """``mpiexec -n 1 [env ...] dates-train ... : -n 1 [env ...] dates-train ...``: one rank each."""
+    tail = ["--out", str(out), "--max-steps", "3", *TINY]
+    ranks = []
+    for options, environment in zip((first, second), environments):
+        env = ["env", *(f"{name}={value}" for name, value in environment.items())] if environment else []
+        ranks.append(["-n", "1", *env, *DATES, *tail, *options])
+    return [MPIEXEC, *ranks[0], ":", *ranks[1]]
+
+
+@pytest.mark.parametrize("first, second, environments, named", [
+    ([], ["--lr", "0.01"], ({}, {}), "--lr is 0.002 on rank 0 but 0.01 on rank 1"),
+    (["--seed", "1"], ["--seed", "2"], ({}, {}), "--seed is 1 on rank 0 but 2 on rank 1"),
+    ([], [], ({"MINIGRAD_BLAS_THREADS": "1"}, {"MINIGRAD_BLAS_THREADS": "2"}),
+     "--blas-threads is 1 on rank 0 but 2 on rank 1"),
+    ([], [], ({"MINIGRAD_KERNELS": "numba"}, {"MINIGRAD_KERNELS": "numpy"}),
+     'the kernel backend ($MINIGRAD_KERNELS) is "numba" on rank 0 but "numpy" on rank 1'),
+])
+def test_ranks_started_with_different_settings_are_refused_in_one_line(job, tmp_path, first, second, environments,
+                                                                       named):
+    out = tmp_path / "run"
+    process = job(mpmd(out, first, second, environments))
+    code, lines = finished(process)
+    assert code == 2, lines
+    assert lines == [f"error: the processes of this MPI job were started differently: {named}; start every rank "
+                     "with the same options and environment"]
+    assert not out.exists()                          # nothing trained, no run folder begun
 
 
 # ------------------------------------------------------- a folder refused

@@ -355,6 +355,10 @@ def _run_training(args, command: TrainingCommand) -> int:
         job = _mpi_job()
     except JobError as error:
         return _fail(str(error))
+    different = job and job.first_difference(_settings_of_the_run(args))
+    if different:
+        return _fail(f"the processes of this MPI job were started differently: {different}; start every "
+                     "rank with the same options and environment")
     writes = job is None or job.writer
     out_dir = command.out_dir(args) if writes else None
     out_dir = out_dir if job is None else job.shared_text(out_dir)     # the folder rank 0 chose
@@ -400,6 +404,18 @@ def _mpi_job():
     """The MPI job this process belongs to (``transformer/parallel/ranks.py``), None in a plain run."""
     from transformer.parallel import ranks
     return ranks.job() if ranks.job_size() > 1 else None
+
+
+def _settings_of_the_run(args) -> dict:
+    """What must be the same on every rank of an MPI job for its ranks to train one model: every
+    option (by its flag), the BLAS threads it resolves to, the kernel backend and what rounds the floats."""
+    from minigrad.accelerated import get_backend
+    from transformer.parallel.threads import arithmetic, blas_setting
+    settings = {"--" + name.replace("_", "-"): value for name, value in vars(args).items()}
+    settings["--blas-threads"] = blas_setting(args.blas_threads)    # $MINIGRAD_BLAS_THREADS when not given
+    settings["the kernel backend ($MINIGRAD_KERNELS)"] = get_backend()
+    settings["the arithmetic (BLAS build, vector width)"] = arithmetic()
+    return settings
 
 
 def _all_ranks_ready(job, ready: bool = True) -> bool:

@@ -18,13 +18,15 @@ out of memory) ends the job: each exchange waits in bounded polls, checking that
 own machine are still alive, and raises ``RankLost``. (MPICH's ``mpiexec`` by default kills the
 whole job itself as soon as one rank dies: see docs/mpi.md.) A rank that is stopped (SIGSTOP, a
 debugger) holds its Ctrl-C pending: a rank that waits for it while stopping wakes it with SIGCONT,
-and kills it if it stays stopped. Every agreement before the first step is polled the same way.
+and kills it if it stays stopped. Before the first step the ranks check that they were started
+with the same settings (``Job.first_difference``), and every agreement is polled the same way.
 
 The job is found from the variables the MPI launcher sets (``PMI_SIZE`` for MPICH's hydra,
 ``OMPI_COMM_WORLD_SIZE`` for Open MPI): a plain run never imports mpi4py.
 """
 import hashlib
 import io
+import json
 import os
 import signal
 import socket
@@ -124,6 +126,18 @@ class Job:
         self.wait([self.comm.Iallgather(np.array([ok], np.int8), answers)])
         return bool(answers.all())
 
+    def first_difference(self, settings: dict):
+        """None when every rank has the same ``settings`` (name -> value, JSON-able), else one phrase
+        naming the first setting on which a rank differs from rank 0 and both values. Every rank
+        gets the same answer, so all go on or all stop."""
+        ranks = [json.loads(text) for text in self.all_texts(json.dumps(settings, default=str))]
+        for rank, theirs in enumerate(ranks[1:], start=1):
+            for name in [*ranks[0], *(name for name in theirs if name not in ranks[0])]:
+                mine, other = ranks[0].get(name), theirs.get(name)
+                if mine != other:
+                    return f"{name} is {_shown(mine)} on rank 0 but {_shown(other)} on rank {rank}"
+        return None
+
     def wait(self, requests, step: int = 0, stopping=lambda: False):
         """Wait for ``requests``, polling: raise ``RankLost`` when a rank on this machine has ended, or
         after ``STALL_SECONDS`` without an answer (a rank elsewhere). ``stopping()`` true (Ctrl-C or
@@ -172,6 +186,10 @@ class Job:
 
 def _when(step: int) -> str:
     return f"during step {step}" if step else "before the first step"
+
+
+def _shown(value) -> str:
+    return "not given" if value is None else json.dumps(value)
 
 
 def _stopped(pid: int) -> bool:
