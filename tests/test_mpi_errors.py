@@ -143,3 +143,33 @@ def test_a_rank_that_stays_stopped_is_killed_after_the_grace_period(monkeypatch)
         restops.kill()
         restops.wait()
 
+
+
+# ------------------------------------------------------- a newcomer's run
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_the_test_extra_brings_mpi_on_linux():
+    """The README's test command (``pip install -e ".[test]"``) installs what these tests need."""
+    import configparser
+    setup = configparser.ConfigParser()
+    setup.read(os.path.join(REPO, "setup.cfg"))
+    extras = setup["options.extras_require"]
+
+    def names(extra):
+        return {line.split(";")[0].split(">")[0].split("=")[0].strip() for line in extras[extra].splitlines()
+                if line.strip() and not line.strip().startswith("#")}
+    assert names("mpi") <= names("test")
+
+
+def test_without_mpi_the_skip_says_how_to_install_it(tmp_path):
+    """With mpi4py missing, ``python -m pytest -q`` shows the MPI tests' skip reason in its summary."""
+    hidden = tmp_path / "mpi4py"
+    hidden.mkdir()
+    (hidden / "__init__.py").write_text("raise ImportError('hidden by the test')\n")
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                             "tests/test_mpi.py::test_a_process_count_that_does_not_divide_the_pieces_is_one_line"],
+                            cwd=REPO, env=environment, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SKIPPED" in result.stdout and 'pip install -e ".[mpi]"' in result.stdout, result.stdout
