@@ -2,8 +2,8 @@
 one model with the plain command's bits; rank 0 alone writes; a signal or a lost rank ends every
 rank in bounded time with nothing left behind; a run resumes under another P.
 
-Each test starts an MPI job of tiny models for a few steps (``pip install -e ".[mpi]"`` gives
-mpi4py and MPICH's ``mpiexec``; without them the tests skip)."""
+Each test starts an MPI job of tiny models for a few steps (``pip install -e ".[mpi]"``, or the test
+extra on Linux, gives mpi4py and MPICH's ``mpiexec``; without them the tests skip and say so)."""
 import json
 import os
 import re
@@ -25,8 +25,8 @@ try:
     import mpi4py  # noqa: F401
 except ImportError:
     mpi4py = None
-pytestmark = [pytest.mark.skipif(mpi4py is None or MPIEXEC is None, reason="needs mpi4py and mpiexec: "
-                                 "pip install -e '.[mpi]'"),
+pytestmark = [pytest.mark.skipif(mpi4py is None or MPIEXEC is None, reason="needs mpi4py and MPICH's mpiexec: "
+                                 'pip install -e ".[mpi]"'),
               pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc to see live processes")]
 
 TINY = ["--d-model", "16", "--heads", "2", "--layers", "1", "--d-ff", "32", "--batch-size", "16",

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from transformer.commands.console import (EXIT_INTERRUPTED, EXIT_OUTPUT_LOST, console_script, path_argument,
-                                          sigterm_as_ctrl_c)
+from transformer.commands.console import (EXIT_INTERRUPTED, EXIT_OUTPUT_LOST, EXIT_USAGE, console_script,
+                                          path_argument, sigterm_as_ctrl_c)
 from transformer.commands.console import Parser as _Parser
 from transformer.commands.console import fail as _fail
 from transformer.commands.limits import at_most
@@ -355,6 +355,10 @@ def _run_training(args, command: TrainingCommand) -> int:
         job = _mpi_job()
     except JobError as error:
         return _fail(str(error))
+    different = job and job.first_difference(_settings_of_the_run(args))
+    if different:
+        return _fail(f"the processes of this MPI job were started differently: {different}; start every "
+                     "rank with the same options and environment")
     writes = job is None or job.writer
     out_dir = command.out_dir(args) if writes else None
     out_dir = out_dir if job is None else job.shared_text(out_dir)     # the folder rank 0 chose
@@ -365,7 +369,7 @@ def _run_training(args, command: TrainingCommand) -> int:
         failed = _fail(f"bad setting: {error}")
     except RunFolderError as error:
         failed = _fail(str(error))
-    if failed is not None or not _all_ranks_ready(job):
+    if not _all_ranks_ready(job, failed is None):   # every rank takes part, the one that failed too
         return failed or EXIT_USAGE               # a rank but 0 ends as rank 0 does, silently
     try:
         trainer = _opened_everywhere(job, lambda: _open_trainer(args, out_dir, make_trainer, command.trainer_class,
@@ -402,9 +406,21 @@ def _mpi_job():
     return ranks.job() if ranks.job_size() > 1 else None
 
 
+def _settings_of_the_run(args) -> dict:
+    """What must be the same on every rank of an MPI job for its ranks to train one model: every
+    option (by its flag), the BLAS threads it resolves to, the kernel backend and what rounds the floats."""
+    from minigrad.accelerated import get_backend
+    from transformer.parallel.threads import arithmetic, blas_setting
+    settings = {"--" + name.replace("_", "-"): value for name, value in vars(args).items()}
+    settings["--blas-threads"] = blas_setting(args.blas_threads)    # $MINIGRAD_BLAS_THREADS when not given
+    settings["the kernel backend ($MINIGRAD_KERNELS)"] = get_backend()
+    settings["the arithmetic (BLAS build, vector width)"] = arithmetic()
+    return settings
+
+
 def _all_ranks_ready(job, ready: bool = True) -> bool:
-    """Whether every process of the job is ready (always, in a plain run): all go on or all stop."""
-    return job is None or job.all_agree(ready)
+    """Whether every process of the job is ``ready`` (this one's word, in a plain run): all go on or all stop."""
+    return ready if job is None else job.all_agree(ready)
 
 
 def _opened_everywhere(job, open_trainer):

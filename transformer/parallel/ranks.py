@@ -16,14 +16,19 @@ notes the request and tells the others with its next exchange (``AgreedInterrupt
 after the same step and rank 0 saves it. A rank that ends while the others wait for it (killed,
 out of memory) ends the job: each exchange waits in bounded polls, checking that the ranks on its
 own machine are still alive, and raises ``RankLost``. (MPICH's ``mpiexec`` by default kills the
-whole job itself as soon as one rank dies: see docs/mpi.md.)
+whole job itself as soon as one rank dies: see docs/mpi.md.) A rank that is stopped (SIGSTOP, a
+debugger) holds its Ctrl-C pending: a rank that waits for it while stopping wakes it with SIGCONT,
+and kills it if it stays stopped. Before the first step the ranks check that they were started
+with the same settings (``Job.first_difference``), and every agreement is polled the same way.
 
 The job is found from the variables the MPI launcher sets (``PMI_SIZE`` for MPICH's hydra,
 ``OMPI_COMM_WORLD_SIZE`` for Open MPI): a plain run never imports mpi4py.
 """
 import hashlib
 import io
+import json
 import os
+import signal
 import socket
 import time
 
@@ -37,6 +42,7 @@ SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
 RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "MV2_COMM_WORLD_RANK")
 STALL_SECONDS = 600.0       # a rank on another machine silent this long is taken for lost
 LIVENESS_SECONDS = 0.05     # how often a waiting rank checks the ranks on its machine
+STOPPED_GRACE_SECONDS = 10.0    # after a stop request, how long a rank continued with SIGCONT may take to answer
 
 
 def _from_environment(names, default: int) -> int:
@@ -101,34 +107,110 @@ class Job:
 
     def shared_text(self, text: str) -> str:
         """Rank 0's ``text``, on every rank (e.g. the run folder rank 0 chose)."""
-        data = np.frombuffer((text or "").encode(), np.uint8) if self.writer else None
-        length = np.array([0 if data is None else data.size], np.int64)
-        self.comm.Bcast(length, root=0)
-        buffer = data.copy() if self.writer else np.empty(int(length[0]), np.uint8)
-        self.comm.Bcast(buffer, root=0)
-        return buffer.tobytes().decode()
+        return self.all_texts(text if self.writer else "")[0]
+
+    def all_texts(self, text: str) -> list:
+        """Every rank's ``text``, in rank order, on every rank (all ranks call it together)."""
+        data = np.frombuffer((text or "").encode(), np.uint8).copy()
+        lengths = np.zeros(self.size, np.int64)
+        self.wait([self.comm.Iallgather(np.array([data.size], np.int64), lengths)])
+        gathered = np.zeros(int(lengths.sum()), np.uint8)
+        self.wait([self.comm.Iallgatherv(data, [gathered, lengths])])
+        ends = np.cumsum(lengths)
+        return [gathered[end - length:end].tobytes().decode() for end, length in zip(ends, lengths)]
 
     def all_agree(self, ok: bool) -> bool:
-        """Whether every rank says ``ok`` (all ranks call it together)."""
+        """Whether every rank says ``ok`` (all ranks call it together, whatever each says: a rank
+        that skipped it would leave the others waiting)."""
         answers = np.zeros(self.size, np.int8)
-        self.comm.Allgather(np.array([ok], np.int8), answers)
+        self.wait([self.comm.Iallgather(np.array([ok], np.int8), answers)])
         return bool(answers.all())
 
-    def wait(self, requests, step: int):
+    def first_difference(self, settings: dict):
+        """None when every rank has the same ``settings`` (name -> value, JSON-able), else one phrase
+        naming the first setting on which a rank differs from rank 0 and both values. Every rank
+        gets the same answer, so all go on or all stop."""
+        ranks = [json.loads(text) for text in self.all_texts(json.dumps(settings, default=str))]
+        for rank, theirs in enumerate(ranks[1:], start=1):
+            for name in [*ranks[0], *(name for name in theirs if name not in ranks[0])]:
+                mine, other = ranks[0].get(name), theirs.get(name)
+                if mine != other:
+                    return f"{name} is {_shown(mine)} on rank 0 but {_shown(other)} on rank {rank}"
+        return None
+
+    def wait(self, requests, step: int = 0, stopping=lambda: False):
         """Wait for ``requests``, polling: raise ``RankLost`` when a rank on this machine has ended, or
-        after ``STALL_SECONDS`` without an answer (a rank elsewhere)."""
+        after ``STALL_SECONDS`` without an answer (a rank elsewhere). ``stopping()`` true (Ctrl-C or
+        SIGTERM reached this rank): a rank on this machine that is stopped (SIGSTOP, a laptop's
+        suspend) gets SIGCONT so it can stop with the others, and is killed if it still does not
+        answer within ``STOPPED_GRACE_SECONDS`` (MPICH's mpiexec then ends the whole job)."""
         start = checked = time.monotonic()
+        continued_at = None
         pause = 1e-5
-        while not self.MPI.Request.Testall(requests):
-            now = time.monotonic()
-            if now - checked > LIVENESS_SECONDS:
-                checked = now
-                gone = [pid for pid in self.neighbours if not _alive(pid)]
-                if gone or now - start > STALL_SECONDS:
-                    raise RankLost(f"a process of the MPI job ended during step {step} "
-                                   f"({'pid ' + str(gone[0]) if gone else f'no answer in {STALL_SECONDS:.0f} s'})")
-            time.sleep(pause)
-            pause = min(2 * pause, 1e-3)
+        try:
+            while not self.MPI.Request.Testall(requests):
+                now = time.monotonic()
+                if now - checked > LIVENESS_SECONDS:
+                    checked = now
+                    gone = [pid for pid in self.neighbours if not _alive(pid)]
+                    if gone or now - start > STALL_SECONDS:
+                        raise RankLost(f"a process of the MPI job ended {_when(step)} "
+                                       f"({'pid ' + str(gone[0]) if gone else f'no answer in {STALL_SECONDS:.0f} s'})")
+                    if stopping():
+                        continued_at = self._end_stopped_neighbours(continued_at, now, step)
+                time.sleep(pause)
+                pause = min(2 * pause, 1e-3)
+        except KeyboardInterrupt:                   # Ctrl-C, SIGTERM or RankLost: this rank ends
+            _continue(self._stopped_neighbours())     # a stopped rank wakes to its own Ctrl-C, or finds us gone
+            raise
+
+    def _stopped_neighbours(self) -> list:
+        return [pid for pid in self.neighbours if _stopped(pid)]
+
+    def _end_stopped_neighbours(self, continued_at, now: float, step: int):
+        """While this rank stops: SIGCONT the stopped ranks on this machine; SIGKILL those still
+        stopped (stopped again, or held by a debugger) ``STOPPED_GRACE_SECONDS`` later."""
+        stopped = self._stopped_neighbours()
+        if continued_at is None:
+            if stopped:
+                _continue(stopped)
+                return now
+            return None
+        if stopped and now - continued_at > STOPPED_GRACE_SECONDS:
+            for pid in stopped:
+                _signal(pid, signal.SIGKILL)
+            raise RankLost(f"a process of the MPI job (pid {stopped[0]}) stayed stopped {_when(step)} "
+                           "while the job was asked to stop, and was killed")
+        return continued_at
+
+
+def _when(step: int) -> str:
+    return f"during step {step}" if step else "before the first step"
+
+
+def _shown(value) -> str:
+    return "not given" if value is None else json.dumps(value)
+
+
+def _stopped(pid: int) -> bool:
+    """Whether ``pid`` is stopped (SIGSTOP, Ctrl-Z) or held by a tracer."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("T", "t")
+    except (OSError, IndexError):
+        return False
+
+
+def _signal(pid: int, number: int):
+    try:
+        os.kill(pid, number)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _continue(pids):
+    for pid in pids:
+        _signal(pid, signal.SIGCONT)
 
 
 def _machine_tag() -> int:
@@ -201,6 +283,10 @@ class RankPieces(BatchPieces):
         self.stop_watch = AgreedInterrupt()
         return self.stop_watch
 
+    def _stopping(self) -> bool:
+        """Whether Ctrl-C or SIGTERM reached this rank (the job stops after this step)."""
+        return bool(self.stop_watch and self.stop_watch.pending)
+
     def __call__(self, batch):
         self.steps += 1
         results = self.piece_results(batch, self.mine)
@@ -209,11 +295,11 @@ class RankPieces(BatchPieces):
         comm, requests = self.job.comm, []
         requests.append(comm.Iallgather(header, self.headers))
         requests.append(comm.Iallgather(self.sent, self.received))
-        self.job.wait(requests, self.steps)
+        self.job.wait(requests, self.steps, self._stopping)
         sizes = self.headers[:, 1:].reshape(self.job.size, self.share, -1)[:, :, 3].astype(np.int64)
         counts = sizes.sum(axis=1)
         gathered = np.zeros(int(counts.sum()), np.uint8)
-        self.job.wait([comm.Iallgatherv(extras, [gathered, counts])], self.steps)
+        self.job.wait([comm.Iallgatherv(extras, [gathered, counts])], self.steps, self._stopping)
         if self.stop_watch is not None and self.headers[:, 0].any():
             self.stop_watch.agreed = True                  # every rank stops after this step
         results = self._unpack(gathered, sizes)
@@ -223,7 +309,7 @@ class RankPieces(BatchPieces):
     def _pack(self, results, present):
         """This rank's header (floats), buckets (into ``sent``) and extras (bytes) of its pieces."""
         header = np.zeros(self.header_size)
-        header[0] = bool(self.stop_watch and self.stop_watch.pending)
+        header[0] = self._stopping()
         rows = header[1:].reshape(self.share, -1)      # a row per piece of this rank; absent ones stay 0
         blobs = []
         for (loss, tokens, grads, extra), piece in zip(results, present):
