@@ -20,8 +20,9 @@ def next_word_run(folder, steps=12, every=4) -> str:
     return str(folder / "model.npz")
 
 
-def dates_run(folder, steps=12, every=4) -> str:
-    trainer = DateTrainer(ModelConfig(num_encoder_layers=1, num_decoder_layers=1, **TINY),
-                      TrainConfig(steps=steps, snapshot_every=every, **TINY_TRAIN), out_dir=str(folder))
+def dates_run(folder, steps=12, every=4, config=None) -> str:
+    """A date run like ``next_word_run``'s; ``config``: another model (default: a tiny encoder-decoder)."""
+    config = config or ModelConfig(num_encoder_layers=1, num_decoder_layers=1, **TINY)
+    trainer = DateTrainer(config, TrainConfig(steps=steps, snapshot_every=every, **TINY_TRAIN), out_dir=str(folder))
     trainer.run(progress=False)
     return str(folder / "model.npz")

@@ -161,6 +161,17 @@ def test_attention_graph_defaults_to_its_kind_and_refuses_the_others(checkpoint,
         one_line_error(code, err, "decoder-only model", f"no {kind} attention")
 
 
+@pytest.mark.parametrize("main, out, written", [(attention_graph_main, "g", ["g.dot", "g.svg"]),
+                                                (explore_main, "e.html", ["e.html"])])
+def test_a_kind_it_lacks_is_reported_before_an_existing_output(checkpoint, tmp_path, capsys, main, out, written):
+    """The output is there from an earlier run: the real problem (no cross attention) is what is said."""
+    argv = ["--checkpoint", checkpoint, "--out", str(tmp_path / out)]
+    code, _, err = run(main, argv, capsys)
+    assert code in (0, 3) and all((tmp_path / name).exists() for name in written), err
+    code, _, err = run(main, argv + ["--kind", "cross"], capsys)
+    one_line_error(code, err, "decoder-only model", "no cross attention")
+
+
 def test_explore_accepts_it_and_refuses_the_kinds_it_lacks(checkpoint, tmp_path, capsys):
     page = tmp_path / "explorer.html"
     code, out, err = run(explore_main, ["--checkpoint", checkpoint, "--out", str(page)], capsys)

@@ -168,6 +168,34 @@ def test_every_command_refuses_an_existing_output_without_force(run, tmp_path, c
     assert existing.read_bytes() == foreign
 
 
+@pytest.mark.parametrize("command", ["graph", "heatmaps", "curves", "animation", "explore"])
+def test_a_default_output_that_is_taken_is_numbered_and_force_replaces_it(run, capsys, command):
+    """Without --out a second run writes beside the first (-2, -3 ...) and says so in one line,
+    as dates-train trains into runs/dates-2; with --force it replaces the first."""
+    model = ["--untrained", "--d-model", "16", "--layers", "1"]
+    viz = Path("runs", "viz")
+    main, args, first = {
+        "graph": (graph_main, ["--kind", "cross"] + model, "attention_step_1845-01-05_cross_layer0.dot"),
+        "heatmaps": (heatmaps_main, model, "heatmaps"),
+        "curves": (curves_main, [str(run / "train_log.jsonl")], "training_curves.png"),
+        "animation": (animation_main, ["--format", "html"],
+                      "backward_a_mul_b_add_a_tanh_sum." + _animation_out(run)[1]),
+        "explore": (explore_main, ["--no-check"] + model, "explorer.html"),
+    }[command]
+    stem, extension = os.path.splitext(first)
+    assert main(args) in (0, 3)                                  # 3: the .dot written, no Graphviz to render
+    capsys.readouterr()
+    before = _snapshot(viz / first) if command == "heatmaps" else (viz / first).read_bytes()
+    for number in (2, 3):
+        assert main(args) in (0, 3)
+        out = capsys.readouterr().out
+        assert out.count("holds an earlier output") == 1 and f"{viz / stem}-{number}{extension}" in out, out
+        assert (viz / f"{stem}-{number}{extension}").exists()
+    assert (_snapshot(viz / first) if command == "heatmaps" else (viz / first).read_bytes()) == before
+    assert main(args + ["--force"]) in (0, 3)
+    assert "earlier output" not in capsys.readouterr().out and not (viz / f"{stem}-4{extension}").exists()
+
+
 def test_explore_replaces_its_page_atomically(tmp_path, monkeypatch):
     """Interrupted while the new page is written: the previous page is still there, whole."""
     out = tmp_path / "explorer.html"

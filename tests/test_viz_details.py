@@ -164,7 +164,7 @@ def test_tools_pick_up_runs_dates_model_and_say_when_they_draw_an_untrained_one(
     assert "d_model 8" in captured.out and "untrained" not in captured.out + captured.err
     assert heatmaps_main([]) == 0 and graph_main(["--kind", "cross"]) == (0 if HAS_DOT else 3)   # 3: .dot only
     written = sorted(str(p.relative_to(tmp_path)) for p in (tmp_path / "runs" / "viz").rglob("*") if p.is_file())
-    assert "runs/viz/attention_step.dot" in written and "runs/viz/heatmaps/attention_cross.png" in written
+    assert "runs/viz/attention_step_1845-01-05_cross_layer0.dot" in written and "runs/viz/heatmaps/attention_cross.png" in written
     assert "untrained" not in capsys.readouterr().err
 
 

@@ -30,7 +30,7 @@ from transformer.files.checkpoint import CheckpointError
 from transformer.commands.console import Parser, console_script, path_argument
 from transformer.tasks.dates import DateError
 from transformer.decoding import inference
-from transformer.files.output_file import add_force_option, check_outputs
+from transformer.files.output_file import add_force_option, check_outputs, free_default
 
 from .graph import draw_graph
 from .render import EXIT_CODES_HELP, EXIT_DOT_MISSING, render
@@ -187,6 +187,12 @@ def _backward_through(output: Tensor) -> Tensor:
     return loss
 
 
+def default_out(date, kind, layer) -> str:
+    """The default output stem, named after the step drawn (as the backward animation's is), so that
+    another date, kind or layer does not meet the previous picture: runs/viz/attention_step_1845-01-05_cross_layer1."""
+    return os.path.join("runs", "viz", f"attention_step_{date}_{kind}_layer{layer}")
+
+
 @console_script
 @on_numpy_twins
 def main(argv=None) -> int:
@@ -196,8 +202,9 @@ def main(argv=None) -> int:
                         help="which attention (default: encoder-self; a decoder-only model's only kind is decoder-self)")
     parser.add_argument("--layer", type=int, default=0, help="layer index, from 0 (default: %(default)s)")
     parser.add_argument("--backward", action="store_true", help="also show the gradients of sum(output)")
-    parser.add_argument("--out", type=path_argument, default=os.path.join("runs", "viz", "attention_step"),
-                        help="output path without extension (default: %(default)s)")
+    parser.add_argument("--out", type=path_argument, default=None,
+                        help="output path without extension (default: named after the step drawn, e.g. "
+                             f"{default_out('1845-01-05', 'decoder-self', 0)}; numbered -2, -3 ... when taken)")
     parser.add_argument("--format", action="append", choices=["svg", "png", "pdf"],
                         help="rendered format, repeatable (default: svg); the .dot is always written")
     parser.add_argument("--rankdir", choices=["TB", "LR"], default="TB")
@@ -214,15 +221,21 @@ def main(argv=None) -> int:
     try:
         source_ids(args.date)              # a bad date fails before a model is built or announced
         formats = tuple(args.format or ["svg"])
-        check_outputs([f"{args.out}.{fmt}" for fmt in ("dot",) + formats], args.force)
-        chosen = model_from_args(args)
+        notes = []                         # which model: said once its picture may be written
+        chosen = model_from_args(args, say=notes.append)
         kind = args.kind or attention_kinds(chosen.model)[0]
+        find_attention_module(chosen.model, kind, args.layer)      # what is asked is checked before where it goes
+        extensions = tuple(f".{fmt}" for fmt in formats + ("dot",))
+        out = args.out or free_default(default_out(args.date, kind, args.layer), extensions, args.force)
+        check_outputs([out + extension for extension in extensions], args.force)
+        for note in notes:
+            print(note, file=sys.stderr)
         start = time.perf_counter()
         graph, _ = build_attention_graph(chosen.model, args.date, kind, args.layer, args.backward,
                                          not args.no_clusters, args.rankdir, untrained=not chosen.trained,
                                          max_depth=args.max_depth, output_of=args.output_of)
         built = time.perf_counter()
-        paths = render(graph, args.out, formats=formats, force=args.force)
+        paths = render(graph, out, formats=formats, force=args.force)
         done = time.perf_counter()
     except (DateError, ValueError, OSError, CheckpointError) as error:
         print(f"error: {error}", file=sys.stderr)

@@ -28,7 +28,7 @@ import numpy as np
 
 from minigrad import Tensor, autograd_steps
 from transformer.commands.console import Parser, console_script, path_argument
-from transformer.files.output_file import add_force_option
+from transformer.files.output_file import add_force_option, free_default
 
 from .animation_output import write_animation
 from .details import NOT_ARRIVED, first_values, norm, tooltip_text
@@ -244,8 +244,9 @@ def main(argv=None) -> int:
         _check_arguments(args)
         root, options, title = _animated_root(args)
         frames = backward_frames(root, rankdir=args.rankdir, title=title, **options)
-        paths = write_animation(frames, args.out or default_out(args), formats=tuple(args.format or ("gif", "html")), dpi=args.dpi,
-                                force=args.force)
+        formats = tuple(args.format or ("gif", "html"))
+        out = args.out or free_default(default_out(args), tuple(f".{fmt}" for fmt in formats + ("dot",)), args.force)
+        paths = write_animation(frames, out, formats=formats, dpi=args.dpi, force=args.force)
     except (DateError, ValueError, OSError, CheckpointError, RuntimeError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -273,7 +274,8 @@ def _parser():
     parser.add_argument("--out", type=path_argument, default=None,
                         help="output path without extension (default: named after what is animated, e.g. "
                              f"{default_out(argparse.Namespace(attention=None, expr=None))} or "
-                             f"{default_out(argparse.Namespace(attention='decoder-self', layer=0))})")
+                             f"{default_out(argparse.Namespace(attention='decoder-self', layer=0))}; "
+                             "numbered -2, -3 ... when taken)")
     parser.add_argument("--format", action="append", choices=["gif", "html"], help="default: both")
     parser.add_argument("--rankdir", choices=["TB", "LR"], default="TB")
     parser.add_argument("--dpi", type=int, default=72, help="resolution of the GIF frames (default: 72)")

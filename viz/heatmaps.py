@@ -25,7 +25,7 @@ from transformer.files.checkpoint import CheckpointError
 from transformer.commands.console import Parser, console_script, path_argument
 from transformer.tasks.dates import DateError, decode
 from transformer.decoding import inference
-from transformer.files.output_file import add_force_option, atomic_output, check_outputs
+from transformer.files.output_file import add_force_option, atomic_output, check_outputs, free_default
 from transformer.files.output_folder import make_output_folder
 from transformer.files.run_dir import LOG_NAME, RunFolderError, default_checkpoint, log_lines
 
@@ -240,8 +240,8 @@ def main(argv=None) -> int:
     parser = Parser(prog="dates-heatmaps",
                     description="Attention heatmaps (every layer and head) for one date.")
     add_model_arguments(parser)
-    parser.add_argument("--out-dir", type=path_argument, default=os.path.join("runs", "viz", "heatmaps"),
-                        help="folder for the PNGs (default: %(default)s)")
+    parser.add_argument("--out-dir", type=path_argument, default=None,
+                        help="folder for the PNGs (default: runs/viz/heatmaps; numbered -2, -3 ... when it exists)")
     parser.add_argument("--prefix", default="attention", help="file name prefix (default: %(default)s)")
     add_force_option(parser)
     args = parser.parse_args(argv)
@@ -249,6 +249,7 @@ def main(argv=None) -> int:
         source_ids(args.date)              # a bad date fails before a model is built or announced
         notes = []                         # which model: said once its pictures may be written
         chosen = model_from_args(args, say=notes.append)
+        args.out_dir = args.out_dir or free_default(os.path.join("runs", "viz", "heatmaps"), force=args.force)
         check_outputs(heatmap_paths(args.out_dir, args.prefix, attention_kinds(chosen.model),
                                     is_decoder_only(chosen.model)).values(), args.force, "--out-dir or --prefix")
         for note in notes:
@@ -269,13 +270,14 @@ def curves_main(argv=None) -> int:
     parser.add_argument("log", nargs="?", default=None,
                         help="the JSON-lines log written by dates-train (default: the newest finished run's, "
                              "runs/dates/train_log.jsonl or runs/dates-N/train_log.jsonl)")
-    parser.add_argument("--out", type=path_argument, default=os.path.join("runs", "viz", "training_curves.png"),
-                        help="output PNG (default: %(default)s)")
+    parser.add_argument("--out", type=path_argument, default=None,
+                        help="output PNG (default: runs/viz/training_curves.png; numbered -2, -3 ... when taken)")
     add_force_option(parser)
     args = parser.parse_args(argv)
     try:
         log = args.log or os.path.join(os.path.dirname(default_checkpoint()), LOG_NAME)
-        saved = plot_training_curves(log, args.out, force=args.force)
+        out = args.out or free_default(os.path.join("runs", "viz", "training_curves"), (".png",), args.force) + ".png"
+        saved = plot_training_curves(log, out, force=args.force)
     except (ValueError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

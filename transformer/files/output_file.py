@@ -3,7 +3,8 @@
 Every command that writes a file (the graphs, heatmaps, animation, training curves, the explorer
 page, ``dates-export``) goes through ``check_outputs`` and ``atomic_output``:
 
-- an output path that already exists needs ``--force``;
+- an output path that already exists needs ``--force``; a default one (no ``--out``) that is taken
+  is numbered instead (``free_default``: runs/viz/explorer-2.html), as dates-train numbers its runs;
 - even with ``--force``, an output never replaces a checkpoint, a training log, a folder, a
   symlink, a device or FIFO, or a file that is not of the kind this command writes (a PNG
   for a PNG, an HTML page for a page ...): they say so in one line and nothing is written;
@@ -180,6 +181,25 @@ def atomic_output(path):
         finally:
             if os.path.lexists(tmp):
                 os.remove(tmp)
+
+
+def free_default(stem, extensions=("",), force=False, say=lambda line: print(line, flush=True)) -> str:
+    """The stem a command writes to when no ``--out`` is given: ``stem``, or when a file of that
+    name is already there (``stem + ext`` for any of ``extensions``: an earlier run's output), the
+    first of ``stem-2``, ``stem-3`` ... that is free, said in one line. So running a page's commands
+    again never meets an earlier picture, as a plain dates-train trains into runs/dates-2. With
+    ``force`` the default name itself is replaced (``check_output`` still guards it); an explicit
+    ``--out`` is never renumbered: an existing one needs ``--force``."""
+    taken = lambda candidate: any(os.path.lexists(candidate + ext) for ext in extensions)     # noqa: E731
+    if force or not taken(stem):
+        return stem
+    number = 2
+    while taken(f"{stem}-{number}"):
+        number += 1
+    chosen = f"{stem}-{number}"
+    say(f"{stem + extensions[0]} holds an earlier output, so this one goes to {chosen + extensions[0]} "
+        "(--out to choose, --force to replace the first)")
+    return chosen
 
 
 def add_force_option(parser):

@@ -6,7 +6,7 @@ import sys
 import time
 
 from transformer.commands.console import Parser, console_script, path_argument
-from transformer.files.output_file import HTML, add_force_option, check_output, write_output
+from transformer.files.output_file import HTML, add_force_option, check_output, free_default, write_output
 from transformer.training.snapshots import attention_modules
 
 from ..attention_graph import KINDS, find_attention_module
@@ -56,6 +56,19 @@ def graph_module(model, kind=None, layer=None, snapshots=None, default=("decoder
         top = snapshots["changes"][0]["module"]
         return next((k, n) for name, k, n, _ in attention_modules(model) if name == top)
     return kind or default[0], default[1] if layer is None else layer
+
+
+DEFAULT_PAGE = os.path.join("runs", "viz", "explorer.html")
+
+
+def page_out(out, force, default=DEFAULT_PAGE) -> str:
+    """The page's path: ``out`` (--out), else ``default``, numbered when an earlier page holds it;
+    checked before the page is built (an existing --out needs ``force``)."""
+    if out is None:
+        stem, extension = os.path.splitext(default)
+        out = free_default(stem, (extension,), force) + extension
+    check_output(out, force, kind=HTML)
+    return out
 
 
 def serve_explorer(model, data, title, kind, layer, port, placeholder, rungs=None) -> int:
@@ -135,8 +148,8 @@ def main(argv=None) -> int:
                              "heatmaps open; else decoder-self, the one kind a decoder-only model has)")
     parser.add_argument("--layer", type=int, default=None,
                         help="its layer, from 0 (default: that head's layer with snapshots, else 0)")
-    parser.add_argument("--out", default=os.path.join("runs", "viz", "explorer.html"), type=path_argument,
-                        help="the HTML file to write (default: %(default)s)")
+    parser.add_argument("--out", default=None, type=path_argument,
+                        help=f"the HTML file to write (default: {DEFAULT_PAGE}; numbered -2, -3 ... when taken)")
     parser.add_argument("--no-check", action="store_true",
                         help="skip the finite-difference check of the gradients (its overlay is then off)")
     add_force_option(parser)
@@ -144,12 +157,15 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         source_ids(args.date)              # a bad date fails before a model is built or announced
-        check_port(args.port, args.serve)
-        if not args.serve:
-            check_output(args.out, args.force, kind=HTML)
-        chosen = model_from_args(args)
+        check_port(args.port, args.serve)  # a taken port is said before a model is loaded
+        notes = []                         # which model: said once its page may be written
+        chosen = model_from_args(args, say=notes.append)
         if args.kind is not None or args.layer is not None:       # a bad choice fails before the snapshots are read
             find_attention_module(chosen.model, *graph_module(chosen.model, args.kind, args.layer))
+        if not args.serve:
+            args.out = page_out(args.out, args.force)
+        for note in notes:
+            print(note, file=sys.stderr)
         snapshots = snapshots_beside(chosen.source) if chosen.trained else None
         start = time.perf_counter()
         view = snapshot_data(chosen.model, snapshots) if snapshots else None

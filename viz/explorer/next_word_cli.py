@@ -16,14 +16,15 @@ import sys
 import time
 
 from transformer.commands.console import Parser, console_script, path_argument
-from transformer.files.output_file import HTML, add_force_option, check_output, write_output
+from transformer.files.output_file import HTML, add_force_option, write_output
 
 from ..inputs import UNTRAINED, on_numpy_twins
-from .cli import add_serve_options, build_page_data, check_port, graph_module, page_title, serve_explorer
+from .cli import add_serve_options, build_page_data, check_port, graph_module, page_out, page_title, serve_explorer
 from .page import page_html
 from .training_steps import snapshot_data
 
 DEFAULT_RUN = os.path.join("runs", "next-word")
+DEFAULT_PAGE = os.path.join("runs", "viz", "next-word.html")
 LADDER_STEPS = 600          # Adam steps per rung trained for the page (attention-ladder trains 2,500)
 
 
@@ -51,8 +52,8 @@ def parse_args(argv):
     parser.add_argument("--ladder-steps", type=int, default=LADDER_STEPS, metavar="N",
                         help="train each rung of the attention ladder N steps to show them on the sentence "
                              "(default: %(default)s; 0: no ladder)")
-    parser.add_argument("--out", default=os.path.join("runs", "viz", "next-word.html"), type=path_argument,
-                        help="the HTML file to write (default: %(default)s)")
+    parser.add_argument("--out", default=None, type=path_argument,
+                        help=f"the HTML file to write (default: {DEFAULT_PAGE}; numbered -2, -3 ... when taken)")
     parser.add_argument("--no-check", action="store_true",
                         help="skip the finite-difference check of the gradients (its overlay is then off)")
     add_force_option(parser)
@@ -78,14 +79,14 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     try:
         check_port(args.port, args.serve)         # a taken port is said before minutes of training
-        if not args.serve:
-            check_output(args.out, args.force, kind=HTML)
         checkpoint = args.checkpoint or default_checkpoint(DEFAULT_RUN)
         trained = args.checkpoint is not None or os.path.exists(checkpoint)
         model = load_model(checkpoint, task="next-word") if trained else untrained_model(checkpoint)
         subject = subject_for(model, args.sentence if args.sentence is not None else default_sentence())
         if args.layer is not None:                    # a bad layer fails before the snapshots are read
             find_attention_module(model, "decoder-self", args.layer)
+        if not args.serve:                            # before the ladder's rungs are trained for the page
+            args.out = page_out(args.out, args.force, DEFAULT_PAGE)
         snapshots = snapshots_beside(checkpoint) if trained else None
         start = time.perf_counter()
         view = snapshot_data(model, snapshots) if snapshots else None
