@@ -18,11 +18,13 @@ from .jit import disk_cache
 
 def compiled_functions(training=True):
     """The Numba functions of the registered kernels a forward pass (``training=False``) or a
-    default training step runs, each once."""
+    default training step runs, each once: a kernel that does not pay never runs, so it is not
+    compiled ahead (with an unreadable verdicts file, none is)."""
     stages = ("forward", "training") if training else ("forward",)
     found = []
     for kernel in registered():
-        found += [f for f in kernel.compiled if kernel.stage in stages and f not in found]
+        if kernel.pays and kernel.stage in stages:
+            found += [f for f in kernel.compiled if f not in found]
     return found
 
 
@@ -56,7 +58,7 @@ def cache_is_cold(training=True, dtype=np.float32):
 def warm_up(stage, dtype):
     """Compile (or load) the registered kernels of one stage for dtype, one small call each."""
     for kernel in registered():
-        if kernel.stage == stage:
+        if kernel.stage == stage and kernel.pays:
             kernel.warm_up(dtype)
 
 
