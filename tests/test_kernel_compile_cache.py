@@ -1,7 +1,9 @@
 """kernels.cache_is_cold(): true exactly when the model's kernels would compile on their next
 first call; a forced vector width never uses the cache; and compile_training_kernels()
-compiles exactly what a training step runs (the registered kernels of its stages)."""
+compiles exactly what a training step runs (the registered kernels of its stages); a damaged
+cache record (garbage, a FIFO, a link to /dev/zero) is compiled anew with one note."""
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -104,3 +106,57 @@ def test_a_cache_written_for_other_kernel_sources_is_not_used():
             file.write("the hash of other sources\n")
         assert "compiled here: 1" in run(SOFTMAX_CALL, cache_dir)      # other sources: compiled again
         assert "compiled here: 0" in run(SOFTMAX_CALL, cache_dir)
+
+
+# --------------------------------------------------------------------------- damaged cache records
+# Numba opens and unpickles its cache records as they come: a FIFO in the cache folder blocked
+# the first kernel call forever, a link to /dev/zero was read forever, garbage was a traceback.
+# Now each is ignored with one note, the kernel compiles, and the record is written anew.
+RELU_CALL = """
+import numpy as np
+from minigrad.ops import elementwise
+x = np.array([[-1.0, 2.0, 3.0]], np.float32)
+print("kernel runs:", elementwise.relu.runs_kernel((x,)), "sum:", float(elementwise.relu(x).sum()))
+"""
+RECORDS = {"index": "relu_kernels.relu_loop-*.nbi", "data": "relu_kernels.relu_loop-*.nbc",
+           "source hash": "minigrad-kernel-sources"}
+RECORD_CORRUPTIONS = {
+    "garbage": lambda path: path.write_bytes(b"garbage \xff\xfe not UTF-8, not a pickle\n"),
+    "a FIFO": lambda path: os.mkfifo(path),
+    "a link to /dev/zero": lambda path: path.symlink_to("/dev/zero"),
+}
+
+
+def _relu_call(cache_dir):
+    env = {k: v for k, v in os.environ.items() if k not in ("MINIGRAD_KERNEL_VERDICTS", "MINIGRAD_VECTOR_BYTES")}
+    return subprocess.run([sys.executable, "-c", RELU_CALL], capture_output=True, text=True, timeout=300,
+                          env={**env, "NUMBA_CACHE_DIR": str(cache_dir), "MINIGRAD_KERNELS": "numba"})
+
+
+@pytest.fixture(scope="module")
+def warm_cache(tmp_path_factory):
+    """A cache folder holding the ReLU kernel's compiled code, written by a first call."""
+    folder = tmp_path_factory.mktemp("warm-cache")
+    result = _relu_call(folder)
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    return folder
+
+
+@pytest.mark.parametrize("corruption", RECORD_CORRUPTIONS)
+@pytest.mark.parametrize("record", RECORDS)
+def test_a_damaged_cache_record_is_ignored_with_one_note_and_written_anew(warm_cache, tmp_path, record, corruption):
+    cache = tmp_path / "cache"
+    shutil.copytree(warm_cache, cache)
+    [path] = cache.glob("*/" + RECORDS[record])
+    path.unlink()
+    RECORD_CORRUPTIONS[corruption](path)
+    first = _relu_call(cache)          # a FIFO or /dev/zero that blocked would end in TimeoutExpired
+    assert first.returncode == 0, first.stderr
+    assert "kernel runs: True sum: 5.0" in first.stdout
+    lines = first.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"note: Numba cache record {path} ignored ("), first.stderr
+    again = _relu_call(cache)
+    assert again.returncode == 0 and again.stderr == "", again.stderr     # the record was written anew
+    assert "kernel runs: True sum: 5.0" in again.stdout
+    assert path.is_file() and not path.is_symlink()
+
