@@ -1,15 +1,19 @@
 """kernels.cache_is_cold(): true exactly when the model's kernels would compile on their next
 first call; a forced vector width never uses the cache; and compile_training_kernels()
 compiles exactly what a training step runs (the registered kernels of its stages); a damaged
-cache record (garbage, a FIFO, a link to /dev/zero) is compiled anew with one note."""
+cache record (garbage, a FIFO, a link to /dev/zero) is compiled anew with one note; and the
+compile helper dies with a command killed by kill -9."""
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import textwrap
 
 import pytest
+
+from processes import alive
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -160,3 +164,76 @@ def test_a_damaged_cache_record_is_ignored_with_one_note_and_written_anew(warm_c
     assert "kernel runs: True sum: 5.0" in again.stdout
     assert path.is_file() and not path.is_symlink()
 
+
+# --------------------------------------------------------------------------- kill -9 while compiling
+# A stand-in for the shell that runs a command: it becomes the "subreaper" of what the command
+# leaves behind, so it can wait for the orphaned compile helper and tell how that one ended.
+KILL_WHILE_COMPILING = r"""
+import ctypes, os, subprocess, sys, time
+PR_SET_CHILD_SUBREAPER = 36                           # linux/prctl.h: orphans come to us
+ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1)
+command = subprocess.Popen(sys.argv[1:], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+
+
+def compile_helper():
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                if parent == command.pid and b"minigrad.kernels.compile_cache" in cmdline.read():
+                    return int(entry)
+        except (OSError, ValueError, IndexError):      # not a process, or gone meanwhile
+            pass
+
+
+def compiling(pid):          # it has loaded Numba's compiler (LLVM): past its start, compiling
+    try:
+        with open(f"/proc/{pid}/maps", "rb") as maps:
+            return b"llvmlite" in maps.read()
+    except OSError:
+        return False
+
+
+helper = None
+while helper is None and command.poll() is None:
+    helper = compile_helper()
+    time.sleep(0.05)
+if helper is None:
+    sys.exit("the command never started its compile helper (was the cache warm?)")
+print("helper", helper, flush=True)
+while not compiling(helper) and command.poll() is None:
+    time.sleep(0.05)
+command.kill()
+command.wait()                                         # the helper is ours now
+start = time.monotonic()
+_, status = os.waitpid(helper, 0)
+how = f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status) else f"exit {os.WEXITSTATUS(status)}"
+print(f"helper ended by {how} after {time.monotonic() - start:.1f} s", flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_the_compile_helper_dies_with_a_command_killed_by_sigkill(tmp_path):
+    """dates-train on a cold cache starts a child that compiles the backward kernels (a minute on
+    a busy machine). kill -9 of the command must take that child with it: none of the parent's
+    code runs then, so the child asks the kernel to kill it when its parent dies. Without that,
+    the helper compiled on to the end and exited 0."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MINIGRAD_KERNEL_VERDICTS", "MINIGRAD_VECTOR_BYTES")}
+    train = [sys.executable, os.path.join(REPO, "examples", "train_dates.py"), "--out", str(tmp_path / "run"),
+             "--max-steps", "1", "--d-model", "16", "--heads", "2", "--layers", "1", "--d-ff", "32",
+             "--batch-size", "8", "--eval-every", "0", "--no-progress"]
+    try:
+        result = subprocess.run([sys.executable, "-c", KILL_WHILE_COMPILING, *train], capture_output=True,
+                                text=True, timeout=300, env={**env, "NUMBA_CACHE_DIR": str(tmp_path / "cold-cache"),
+                                                             "MINIGRAD_KERNELS": "numba"})
+    except subprocess.TimeoutExpired as expired:   # stop a helper left running, then fail
+        for line in (expired.stdout or b"").decode().splitlines():
+            if line.startswith("helper ") and alive(int(line.split()[1])):
+                os.kill(int(line.split()[1]), signal.SIGKILL)
+        raise
+    assert result.returncode == 0, result.stderr
+    ended = result.stdout.splitlines()[-1]
+    assert ended.startswith("helper ended by signal 9 after "), ended
+    assert float(ended.split()[-2]) < 30, ended

@@ -4,6 +4,7 @@
 says "compiling kernels" only when it will. ``compile_training_kernels()`` compiles the registered
 kernels of stage "forward" (the fused attention's is the largest) while a child process writes
 the cache for those of stage "training": Numba compiles one function at a time per process.
+The child ends with this process, kill -9 included (``children.py``).
 """
 import os
 import subprocess
@@ -69,8 +70,11 @@ def compile_training_kernels(dtype=np.float32):
         return
     package_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     path = os.pathsep.join(p for p in (package_parent, os.environ.get("PYTHONPATH")) if p)
+    # The child dies with this process however it ends (kill -9 included), before it loads Numba.
+    code = (f"from minigrad.kernels.children import die_with_parent; die_with_parent({os.getpid()}); "
+            f"import minigrad.kernels.compile_cache as c; c.warm_up('training', '{np.dtype(dtype)}')")
     child = subprocess.Popen(
-        [sys.executable, "-c", f"import minigrad.kernels.compile_cache as c; c.warm_up('training', '{np.dtype(dtype)}')"],
+        [sys.executable, "-c", code],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         env={**os.environ, "PYTHONPATH": path})
     try:
