@@ -84,8 +84,9 @@ class CheckedCacheFile(IndexDataCacheFile):
 
 
 def _note_unusable_record(path, problem):
-    reason = problem if isinstance(problem, Unreadable) else f"not a record Numba can read: {type(problem).__name__}"
-    note_once("numba cache", f"Numba cache record {path} ignored ({reason}): the kernels compile "
+    if not isinstance(problem, Unreadable):          # Numba's unpickling of garbage: name the error only
+        problem = f"not a record Numba can read: {type(problem).__name__}"
+    note_once("numba cache", f"Numba cache record {path} ignored ({problem}): the kernels compile "
                              "again (seconds) and the record is written anew")
 
 

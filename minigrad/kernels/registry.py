@@ -12,12 +12,12 @@ pays and ``fits(x)`` is true; otherwise the numpy definition (decided in ``accel
 A kernel pays when ``measured.json`` (beside this file, written by
 ``python examples/benchmark_kernels.py --record``; ``MINIGRAD_KERNEL_VERDICTS=FILE`` reads
 another) says it was faster than its numpy twin at its ``example(..., "model")`` arguments,
-the shapes a default training step gives it. A
-kernel never measured, or measured slower, is registered all the same (tested against its
-twin, benchmarked, compiled on demand) but does not run by default: a kernel that makes the
-program slower is not a choice the registry makes for the user. The file is read like a
-checkpoint: a verdicts file that is missing, damaged or not a regular file is ignored with one
-``note:`` line, and then no kernel pays (every op runs its numpy function).
+the shapes a default training step gives it. A kernel never measured, or measured slower, is
+registered all the same (tested against its twin, benchmarked, compiled on demand) but does
+not run by default: a kernel that makes the program slower is not a choice the registry makes
+for the user. The file is read like a checkpoint: one that is missing, damaged or not a
+regular file is ignored with one ``note:`` line, and then no kernel pays (every op runs its
+numpy function).
 ``registered()`` lists every kernel: the compile cache, the kernel-vs-numpy tests and
 ``examples/benchmark_kernels.py`` iterate it.
 """
@@ -133,8 +133,9 @@ def read_verdicts(path) -> dict:
     if not isinstance(verdicts, dict):
         raise Unreadable("not a JSON object with a 'kernels' object")
     for key, verdict in verdicts.items():
-        if not (isinstance(verdict, dict) and _is_time(verdict.get("kernel_us")) and _is_time(verdict.get("numpy_us"))):
-            raise Unreadable(f"the verdict of {key!r} lacks a positive 'kernel_us' or 'numpy_us'")
+        if not (isinstance(verdict, dict) and _is_time(verdict.get("kernel_us"))
+                and _is_time(verdict.get("numpy_us"))):
+            raise Unreadable(f"the verdict of {key[:80]!r} lacks a positive 'kernel_us' or 'numpy_us'")
     return verdicts
 
 
