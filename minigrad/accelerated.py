@@ -26,6 +26,7 @@ import sys
 from .observers import call as observed_call, watching
 
 BACKENDS = ("numba", "numpy")
+BACKEND_VARIABLE = "MINIGRAD_KERNELS"   # chooses the backend for a process (unset: numba)
 KERNEL_PACKAGE = "minigrad.kernels"     # imported on the first call that may run a kernel
 
 
@@ -35,7 +36,21 @@ def _checked_backend(name):
     return name
 
 
-_backend = _checked_backend(os.environ.get("MINIGRAD_KERNELS", "numba"))
+def backend_setting():
+    """The backend ``$MINIGRAD_KERNELS`` names ("numba" when unset); ValueError, naming the valid
+    values, for anything else, empty included (an empty setting is a mistake, not a choice)."""
+    value = os.environ.get(BACKEND_VARIABLE)
+    if value is None:
+        return "numba"
+    if value not in BACKENDS:
+        raise ValueError(f"{BACKEND_VARIABLE}={value!r} is not a kernel backend; valid names: "
+                         f"{', '.join(BACKENDS)} (or leave it unset: numba)")
+    return value
+
+
+# Read from the environment on first use, not at import: a bad setting is then reported by the
+# console scripts' argument check (one line, exit 2) instead of a traceback from an import.
+_backend = None
 _kernels_loaded = False
 
 
@@ -81,7 +96,7 @@ class Accelerated:
         is registered, its measured verdict says it is faster than this numpy function at the
         shapes it is used on (``kernels/registry.py``) and it fits these arguments; otherwise
         the numpy function."""
-        if _backend != "numba":
+        if get_backend() != "numba":
             return self.numpy
         if not _kernels_loaded:
             load_kernels()
@@ -113,12 +128,16 @@ def set_backend(name):
 
 
 def get_backend():
+    """The selected backend: set_backend's, else ``$MINIGRAD_KERNELS``'s (ValueError if that is bad)."""
+    global _backend
+    if _backend is None:
+        _backend = backend_setting()
     return _backend
 
 
 def numpy_selected():
     """True when the ops' numpy functions are selected."""
-    return _backend == "numpy"
+    return get_backend() == "numpy"
 
 
 @contextlib.contextmanager

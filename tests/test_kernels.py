@@ -295,6 +295,18 @@ def test_backend_from_environment():
     assert result.returncode != 0 and "numba, numpy" in result.stderr
 
 
+@pytest.mark.parametrize("setting", ["bogus", ""])
+def test_a_bad_backend_setting_is_one_line_and_exit_2_for_a_command(setting, tmp_path):
+    """Checked with the arguments, before any work; empty is refused too (not taken for unset)."""
+    result = subprocess.run([sys.executable, os.path.join(REPO, "examples", "translate_dates.py"), "1996-09-08"],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "MINIGRAD_KERNELS": setting})
+    assert result.returncode == 2, result.stderr
+    assert result.stdout == ""
+    assert result.stderr == (f"error: MINIGRAD_KERNELS={setting!r} is not a kernel backend; valid names: "
+                             "numba, numpy (or leave it unset: numba)\n")
+
+
 # --------------------------------------------------------------------------- cache fallback, pure-Python mode
 def test_jit_falls_back_when_the_cache_cannot_be_written(monkeypatch):
     """Numba raises at decoration time when it finds no writable cache directory."""

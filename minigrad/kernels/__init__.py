@@ -11,7 +11,10 @@ So ``import minigrad`` does not load Numba, and ``MINIGRAD_KERNELS=numpy`` never
   kernel benchmark's verdicts: a kernel runs by default only where it measured faster than
   numpy at its model shapes.
 - ``jit.py``: ``numba.njit`` with the on-disk cache; ``compile_cache.py`` says whether that
-  cache is warm and fills it on two cores, for the registered kernels.
+  cache is warm and fills it on two cores, for the registered kernels (its helper process
+  ends with its parent: ``children.py``).
+- ``untrusted_files.py``: the verdicts and the cache records are read like a checkpoint (a
+  FIFO, ``/dev/zero`` or garbage is ignored with one ``note:`` line, never waited on).
 - One file per kernel family: softmax, layer norm, attention, ReLU, hardswish, Adam, batched
   matmul, the embedding gradient's scatter-add.
   Each registers a function with its op function's arguments and results.

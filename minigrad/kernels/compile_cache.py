@@ -4,6 +4,7 @@
 says "compiling kernels" only when it will. ``compile_training_kernels()`` compiles the registered
 kernels of stage "forward" (the fused attention's is the largest) while a child process writes
 the cache for those of stage "training": Numba compiles one function at a time per process.
+The child ends with this process, kill -9 included (``children.py``).
 """
 import os
 import subprocess
@@ -18,11 +19,13 @@ from .jit import disk_cache
 
 def compiled_functions(training=True):
     """The Numba functions of the registered kernels a forward pass (``training=False``) or a
-    default training step runs, each once."""
+    default training step runs, each once: a kernel that does not pay never runs, so it is not
+    compiled ahead (with an unreadable verdicts file, none is)."""
     stages = ("forward", "training") if training else ("forward",)
     found = []
     for kernel in registered():
-        found += [f for f in kernel.compiled if kernel.stage in stages and f not in found]
+        if kernel.pays and kernel.stage in stages:
+            found += [f for f in kernel.compiled if f not in found]
     return found
 
 
@@ -56,7 +59,7 @@ def cache_is_cold(training=True, dtype=np.float32):
 def warm_up(stage, dtype):
     """Compile (or load) the registered kernels of one stage for dtype, one small call each."""
     for kernel in registered():
-        if kernel.stage == stage:
+        if kernel.stage == stage and kernel.pays:
             kernel.warm_up(dtype)
 
 
@@ -67,8 +70,11 @@ def compile_training_kernels(dtype=np.float32):
         return
     package_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     path = os.pathsep.join(p for p in (package_parent, os.environ.get("PYTHONPATH")) if p)
+    # The child dies with this process however it ends (kill -9 included), before it loads Numba.
+    code = (f"from minigrad.kernels.children import die_with_parent; die_with_parent({os.getpid()}); "
+            f"import minigrad.kernels.compile_cache as c; c.warm_up('training', '{np.dtype(dtype)}')")
     child = subprocess.Popen(
-        [sys.executable, "-c", f"import minigrad.kernels.compile_cache as c; c.warm_up('training', '{np.dtype(dtype)}')"],
+        [sys.executable, "-c", code],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         env={**os.environ, "PYTHONPATH": path})
     try:

@@ -10,20 +10,28 @@ A call of ``softmax(x)`` then runs the kernel when the Numba backend is selected
 pays and ``fits(x)`` is true; otherwise the numpy definition (decided in ``accelerated.py`` alone).
 
 A kernel pays when ``measured.json`` (beside this file, written by
-``python examples/benchmark_kernels.py --record``) says it was faster than its numpy twin at
-its ``example(..., "model")`` arguments, the shapes a default training step gives it. A
-kernel never measured, or measured slower, is registered all the same (tested against its
-twin, benchmarked, compiled on demand) but does not run by default: a kernel that makes the
-program slower is not a choice the registry makes for the user.
+``python examples/benchmark_kernels.py --record``; ``MINIGRAD_KERNEL_VERDICTS=FILE`` reads
+another) says it was faster than its numpy twin at its ``example(..., "model")`` arguments,
+the shapes a default training step gives it. A kernel never measured, or measured slower, is
+registered all the same (tested against its twin, benchmarked, compiled on demand) but does
+not run by default: a kernel that makes the program slower is not a choice the registry makes
+for the user. The file is read like a checkpoint: one that is missing, damaged or not a
+regular file is ignored with one ``note:`` line, and then no kernel pays (every op runs its
+numpy function).
 ``registered()`` lists every kernel: the compile cache, the kernel-vs-numpy tests and
 ``examples/benchmark_kernels.py`` iterate it.
 """
 import json
+import math
 import os
 
 from ..accelerated import Accelerated
+from .untrusted_files import Unreadable, note_once, read_regular_file
 
-MEASURED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "measured.json")
+VERDICTS_VARIABLE = "MINIGRAD_KERNEL_VERDICTS"      # another verdicts file (tests, experiments)
+MEASURED = (os.environ.get(VERDICTS_VARIABLE)
+            or os.path.join(os.path.dirname(os.path.abspath(__file__)), "measured.json"))
+MAX_VERDICTS_BYTES = 1 << 20    # the recorded file is ~3 kB: a megabyte is not one of ours
 
 _registry = []
 
@@ -97,12 +105,40 @@ _measured = None
 
 
 def measured() -> dict:
-    """The recorded verdicts, ``{kernel key: {"shape", "kernel_us", "numpy_us", "speedup"}}`` (read once)."""
+    """The recorded verdicts, ``{kernel key: {"shape", "kernel_us", "numpy_us", "speedup"}}`` (read
+    once); ``{}`` with one note when the file cannot be used, so that every op runs numpy's loops."""
     global _measured
     if _measured is None:
         try:
-            with open(MEASURED) as file:
-                _measured = json.load(file)["kernels"]
-        except FileNotFoundError:
+            _measured = read_verdicts(MEASURED)
+        except (FileNotFoundError, Unreadable) as problem:
+            reason = "it does not exist" if isinstance(problem, FileNotFoundError) else problem
+            note_once("verdicts", f"kernel verdicts {MEASURED} ignored ({reason}): every op runs its numpy "
+                                  "function; python examples/benchmark_kernels.py --record writes them anew")
             _measured = {}
     return _measured
+
+
+def read_verdicts(path) -> dict:
+    """The ``kernels`` object of a verdicts file, each verdict checked: Unreadable (a short
+    reason) unless it is one small regular file of UTF-8 JSON in the recorded form."""
+    text = read_regular_file(path, MAX_VERDICTS_BYTES)
+    try:
+        record = json.loads(text.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise Unreadable("not UTF-8 text") from None
+    except (ValueError, RecursionError):          # RecursionError: nested absurdly deep
+        raise Unreadable("not JSON") from None
+    verdicts = record.get("kernels") if isinstance(record, dict) else None
+    if not isinstance(verdicts, dict):
+        raise Unreadable("not a JSON object with a 'kernels' object")
+    for key, verdict in verdicts.items():
+        if not (isinstance(verdict, dict) and _is_time(verdict.get("kernel_us"))
+                and _is_time(verdict.get("numpy_us"))):
+            raise Unreadable(f"the verdict of {key[:80]!r} lacks a positive 'kernel_us' or 'numpy_us'")
+    return verdicts
+
+
+def _is_time(value) -> bool:
+    """A measured time in µs: a positive finite number (not a bool, not a string, not NaN)."""
+    return type(value) in (int, float) and math.isfinite(value) and value > 0

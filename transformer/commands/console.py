@@ -13,7 +13,7 @@
 - a Python warning: one ``warning: ...`` line (``_one_line_warning``), not Python's two.
 
 ``Parser`` is argparse with the project's one-line errors (exit code 2, as argparse's own),
-which also checks ``MINIGRAD_BLAS_THREADS`` before any work.
+which also checks ``MINIGRAD_KERNELS`` and ``MINIGRAD_BLAS_THREADS`` before any work.
 """
 import argparse
 import contextlib
@@ -65,8 +65,10 @@ class Parser(argparse.ArgumentParser):
 
     def parse_args(self, args=None, namespace=None):
         parsed = super().parse_args(args, namespace)
+        from minigrad.accelerated import backend_setting
         from transformer.parallel.threads import blas_setting
         try:
+            backend_setting()          # a bad MINIGRAD_KERNELS: one line now, not a traceback at the first op
             setting = blas_setting()   # a bad MINIGRAD_BLAS_THREADS: one line now, not a traceback mid-run
         except ValueError as error:
             self.exit(EXIT_USAGE, f"error: {error}\n")

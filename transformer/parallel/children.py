@@ -1,28 +1,7 @@
 """Processes we start end with the process that started them, however it ends.
 
-A parent can stop its children on Ctrl-C or an error, but none of its code runs after kill -9.
-On Linux the kernel can do it instead: a child that asks (``prctl(PR_SET_PDEATHSIG, SIGKILL)``)
-is killed when its parent dies. The ladder's worker processes ask, and so does every console
-script that a test or a benchmark starts with ``viz/served.py``'s ``command`` (the explorer's
-server among them).
+The helper lives in the engine (``minigrad/kernels/children.py``: the kernels' compile helper
+needs it, and the engine never imports ``transformer``); the ladder's workers and the console
+scripts that ``viz/served.py`` starts import it from here.
 """
-import ctypes
-import os
-import signal
-import sys
-
-PR_SET_PDEATHSIG = 1        # linux/prctl.h
-
-
-def die_with_parent(parent: int = None):
-    """Called in the child: on Linux the kernel kills it when its parent dies (elsewhere
-    nothing). ``parent``: the pid of the process that started it; if that one is already gone
-    (it died before the request took effect), the child ends now."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):
-        return
-    if parent is not None and os.getppid() != parent:
-        os._exit(1)
+from minigrad.kernels.children import PR_SET_PDEATHSIG, die_with_parent  # noqa: F401
