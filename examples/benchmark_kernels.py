@@ -37,6 +37,7 @@ if REPO not in sys.path:
 import minigrad  # noqa: E402,F401  (loads the ops, which register their kernels)
 from minigrad import kernels  # noqa: E402
 from minigrad.kernels import matmul_kernels, registry  # noqa: E402
+from minigrad.kernels.untrusted_files import Unreadable, read_regular_file  # noqa: E402
 from minigrad.ops.matmul import matmul_arrays  # noqa: E402
 
 
@@ -202,6 +203,38 @@ def merged_verdicts(recorded, info, rows):
     return merged
 
 
+def read_recorded():
+    """The verdicts file as it is, or None where there is none or it is damaged (the registry
+    ignores such a file too)."""
+    try:
+        return json.loads(read_regular_file(registry.MEASURED, registry.MAX_VERDICTS_BYTES).decode("utf-8"))
+    except (OSError, Unreadable, ValueError, RecursionError):
+        return None
+
+
+def recorded_file(recorded, info, rows, names=()):
+    """The verdicts file after ``--record``: the record of this machine's vector width replaced
+    (or, with ``names``, only those kernels' verdicts in it). The main record is the one of the
+    width it was measured at; a machine of another width gets its own record under
+    "other_vector_widths" (the registry reads the one of its width), every other record kept."""
+    bits = info["vector_bits"]
+    if not isinstance(recorded, dict):
+        if names:
+            raise ValueError("there are no verdicts to add to: run --record with no names first")
+        return verdicts(info, rows)
+    others = dict(recorded.get("other_vector_widths") or {})
+    is_main = (recorded.get("machine") or {}).get("vector_bits") == bits
+    own = recorded if is_main else others.get(str(bits))
+    if names and own is None:
+        raise ValueError(f"no verdicts of {bits}-bit vectors to add to: run --record with no names first")
+    updated = merged_verdicts(own, info, rows) if names else verdicts(info, rows)
+    if is_main:
+        updated.pop("other_vector_widths", None)
+        return {**updated, **({"other_vector_widths": others} if others else {})}
+    updated.pop("other_vector_widths", None)
+    return {**recorded, "other_vector_widths": {**others, str(bits): updated}}
+
+
 def write_json(path, value):
     """Atomic: a reader (or an interrupted run) never sees half a file."""
     folder = os.path.dirname(os.path.abspath(path))
@@ -292,14 +325,9 @@ def run_kernel_benchmarks(quick=False, record=False, only_registered=False, name
     rows = registered if only_registered or names else matmul_rows(repeats) + registered + startup_rows()
     print_report(info, rows)
     if record:
-        if names:
-            with open(registry.MEASURED) as file:
-                recorded = json.load(file)
-            write_json(registry.MEASURED, merged_verdicts(recorded, info, registered))
-        else:
-            write_json(registry.MEASURED, verdicts(info, registered))
+        write_json(registry.MEASURED, recorded_file(read_recorded(), info, registered, names))
         print(f"\nverdicts of {', '.join(r['key'] for r in registered) if names else 'every kernel'} "
-              f"written to {os.path.relpath(registry.MEASURED, REPO)}")
+              f"at {info['vector_bits']}-bit vectors written to {os.path.relpath(registry.MEASURED, REPO)}")
     return [{"group": "machine", **info}] + rows
 
 
@@ -320,6 +348,8 @@ if __name__ == "__main__":
     names = tuple(args.record or ()) + tuple(args.only)
     try:
         chosen_kernels(names)                  # an unknown name is one line, before anything is timed
+        if args.record:                        # and so is a record of names with nothing to add them to
+            recorded_file(read_recorded(), machine_info(), [], names)
     except ValueError as error:
         print(f"benchmark_kernels.py: {error}", file=sys.stderr)
         sys.exit(2)

@@ -109,8 +109,9 @@ def measured() -> dict:
     once); ``{}`` with one note when the file cannot be used, so that every op runs numpy's loops."""
     global _measured
     if _measured is None:
+        from .simd import VECTOR_BYTES       # loaded with the kernels that ask: Numba is there already
         try:
-            _measured = read_verdicts(MEASURED)
+            _measured = read_verdicts(MEASURED, VECTOR_BYTES * 8)
         except (FileNotFoundError, Unreadable) as problem:
             reason = "it does not exist" if isinstance(problem, FileNotFoundError) else problem
             note_once("verdicts", f"kernel verdicts {MEASURED} ignored ({reason}): every op runs its numpy "
@@ -119,9 +120,14 @@ def measured() -> dict:
     return _measured
 
 
-def read_verdicts(path) -> dict:
+def read_verdicts(path, vector_bits=None) -> dict:
     """The ``kernels`` object of a verdicts file, each verdict checked: Unreadable (a short
-    reason) unless it is one small regular file of UTF-8 JSON in the recorded form."""
+    reason) unless it is one small regular file of UTF-8 JSON in the recorded form.
+
+    Whether a kernel beats numpy depends on the machine: the batched matmul kernel wins on AVX2
+    and loses to OpenBLAS's AVX-512 kernels. So the file may hold, beside its main record, one
+    record per other vector width (``"other_vector_widths": {"512": {"machine", "kernels", ...}}``):
+    with ``vector_bits`` given, the record measured at that width is the one read."""
     text = read_regular_file(path, MAX_VERDICTS_BYTES)
     try:
         record = json.loads(text.decode("utf-8"))
@@ -129,7 +135,33 @@ def read_verdicts(path) -> dict:
         raise Unreadable("not UTF-8 text") from None
     except (ValueError, RecursionError):          # RecursionError: nested absurdly deep
         raise Unreadable("not JSON") from None
-    verdicts = record.get("kernels") if isinstance(record, dict) else None
+    if not isinstance(record, dict):
+        raise Unreadable("not a JSON object with a 'kernels' object")
+    _checked_kernels(record)                              # every record checked, the one read or not
+    others = record.get("other_vector_widths", {})
+    if not isinstance(others, dict):
+        raise Unreadable("its 'other_vector_widths' is not a JSON object")
+    for width, other in others.items():
+        if not isinstance(other, dict):
+            raise Unreadable(f"its record of {width[:8]}-bit vectors is not a JSON object")
+        _checked_kernels(other)
+    return record_for_width(record, vector_bits)["kernels"]
+
+
+def record_for_width(record: dict, vector_bits) -> dict:
+    """The record of ``record`` (a verdicts file's object) measured at ``vector_bits``: its main
+    one unless that was measured at another width and the file holds one of this width."""
+    others = record.get("other_vector_widths")
+    machine = record.get("machine")
+    main_bits = machine.get("vector_bits") if isinstance(machine, dict) else None
+    if vector_bits is None or main_bits == vector_bits or not isinstance(others, dict):
+        return record
+    return others.get(str(vector_bits), record)
+
+
+def _checked_kernels(record: dict) -> dict:
+    """A record's ``kernels`` object, each verdict two positive times: else Unreadable."""
+    verdicts = record.get("kernels")
     if not isinstance(verdicts, dict):
         raise Unreadable("not a JSON object with a 'kernels' object")
     for key, verdict in verdicts.items():
