@@ -81,6 +81,9 @@ def test_the_registry_reads_the_record_of_its_vector_width(tmp_path):
     path.write_text(json.dumps(both))
     with pytest.raises(registry.Unreadable):
         registry.read_verdicts(str(path), 512)
+    both["other_vector_widths"]["512"]["kernels"] = {}          # a kernel its width never measured:
+    path.write_text(json.dumps(both))
+    assert registry.read_verdicts(str(path), 512)["k"]["kernel_us"] == 20.0     # the main record's verdict
 
 
 def test_an_unknown_kernel_name_is_one_line_and_exit_2_before_anything_is_timed(verdicts_copy):

@@ -127,7 +127,8 @@ def read_verdicts(path, vector_bits=None) -> dict:
     Whether a kernel beats numpy depends on the machine: the batched matmul kernel wins on AVX2
     and loses to OpenBLAS's AVX-512 kernels. So the file may hold, beside its main record, one
     record per other vector width (``"other_vector_widths": {"512": {"machine", "kernels", ...}}``):
-    with ``vector_bits`` given, the record measured at that width is the one read."""
+    with ``vector_bits`` given, the record measured at that width is the one read, and a kernel
+    it lacks keeps the main record's verdict."""
     text = read_regular_file(path, MAX_VERDICTS_BYTES)
     try:
         record = json.loads(text.decode("utf-8"))
@@ -145,7 +146,8 @@ def read_verdicts(path, vector_bits=None) -> dict:
         if not isinstance(other, dict):
             raise Unreadable(f"its record of {width[:8]}-bit vectors is not a JSON object")
         _checked_kernels(other)
-    return record_for_width(record, vector_bits)["kernels"]
+    mine = record_for_width(record, vector_bits)
+    return record["kernels"] if mine is record else {**record["kernels"], **mine["kernels"]}
 
 
 def record_for_width(record: dict, vector_bits) -> dict:
