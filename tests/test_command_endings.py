@@ -65,7 +65,8 @@ def test_a_signal_after_the_last_line_leaves_the_exit_status_alone(command, sign
     process.send_signal(getattr(signal, signal_name))
     _, err = process.communicate(timeout=120)
     assert process.returncode == 0, (process.returncode, err)
-    assert err == "", err
+    # a cold kernel cache (a fresh checkout, this test alone) adds its notice; nothing else may be said
+    assert [line for line in err.splitlines() if not line.startswith("compiling kernels")] == [], err
 
 
 SUMMARY_SIGNAL = """
