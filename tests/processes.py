@@ -1,6 +1,7 @@
 """Shared by the tests that check nothing is left behind or signal a process at a given moment:
-whether a process still runs, who is in a process group, which signals a process ignores, and waiting (with a bound) for a state,
-never for a fixed time, so that a busy machine only makes the tests slower."""
+whether a process still runs, who is in a process group, which signals a process ignores, and
+waiting (with a bound) for a state, never for a fixed time, so a busy machine only makes the
+tests slower."""
 import os
 import time
 

@@ -272,11 +272,8 @@ def group_alive(pgid) -> bool:
 
 
 def wait_for_group_to_end(pgid, seconds=120) -> bool:
-    import time
-    deadline = time.monotonic() + seconds
-    while group_alive(pgid) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    return not group_alive(pgid)
+    from processes import wait_for
+    return wait_for(lambda: not group_alive(pgid), seconds)
 
 
 @pytest.fixture
