@@ -16,13 +16,23 @@ Graphviz's ``dot`` is optional: tests that render skip with a one-line reason
 without it (``@pytest.mark.needs_dot``, or a ``skipif`` of their own), and ``path_without_dot``
 gives a PATH on which every program but ``dot`` is still found, so the no-dot
 behaviour is tested on machines that have it (CI runs the whole suite both ways).
+
+Ctrl-C works in the suite however it was started. A shell script that starts it in the background
+(``python -m pytest -q &``) hands it SIGINT ignored, Python then installs no KeyboardInterrupt
+handler, and every child inherits the ignored SIGINT: the tests that press Ctrl-C in a child
+(``signal.raise_signal``, ``send_signal(SIGINT)``) would see it lost. So the suite takes back
+Ctrl-C's default, as a command typed in a terminal has it, and its children get it from exec.
 """
 import os
 import shutil
+import signal
 
 import pytest
 
 os.environ["MINIGRAD_BLAS_THREADS"] = "1"
+
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 

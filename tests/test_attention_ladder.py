@@ -245,18 +245,21 @@ def start_a_long_ladder(tmp_path):
     command = [sys.executable, "-c", "import sys; from dates_commands import attention_ladder; "
                "sys.exit(attention_ladder(['--steps', '100000', '--seeds', '0,1']))"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=open(tmp_path / "err", "w"), text=True,
-                               start_new_session=True, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                               preexec_fn=ctrl_c_as_in_a_terminal)
+                               start_new_session=True, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     assert process.stdout.readline().startswith("training 9 rungs")
     return process
 
 
-def ctrl_c_as_in_a_terminal():
-    """In the child before it starts: Ctrl-C's default action, as a command typed in a terminal has
-    it. A test run started in the background by a script (``pytest &``) ignores Ctrl-C, and its
-    children would inherit that."""
+def wait_for_workers(ladder):
+    """Until the ladder's pool workers run and leave Ctrl-C to the parent (their initializer
+    ignores SIGINT): the moment these tests signal, however slowly a busy machine starts them."""
     import signal
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    from processes import group_members, ignored_signals, wait_for
+
+    def workers_ready():
+        workers = [pid for pid in group_members(ladder.pid) if pid != ladder.pid]
+        return workers and all(signal.SIGINT in ignored_signals(pid) for pid in workers)
+    assert wait_for(workers_ready, 300), "the ladder's workers never started"
 
 
 def group_alive(pgid) -> bool:
@@ -269,11 +272,8 @@ def group_alive(pgid) -> bool:
 
 
 def wait_for_group_to_end(pgid, seconds=120) -> bool:
-    import time
-    deadline = time.monotonic() + seconds
-    while group_alive(pgid) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    return not group_alive(pgid)
+    from processes import wait_for
+    return wait_for(lambda: not group_alive(pgid), seconds)
 
 
 @pytest.fixture
@@ -295,8 +295,7 @@ def test_ctrl_c_stops_every_training_at_once(ladder_process, tmp_path):
     """Ctrl-C reaches the whole process group; the workers leave it to the parent, which stops them."""
     import os
     import signal
-    import time
-    time.sleep(3)                                    # the workers are importing or training by now
+    wait_for_workers(ladder_process)
     os.killpg(ladder_process.pid, signal.SIGINT)
     assert ladder_process.wait(timeout=120) == 130
     assert (tmp_path / "err").read_text().strip() == "interrupted"
@@ -307,8 +306,7 @@ def test_ctrl_c_stops_every_training_at_once(ladder_process, tmp_path):
 def test_a_killed_ladder_takes_its_workers_along_without_a_traceback(ladder_process, tmp_path):
     import os
     import signal
-    import time
-    time.sleep(3)
+    wait_for_workers(ladder_process)
     os.kill(ladder_process.pid, signal.SIGKILL)      # the parent alone, as an OOM killer would
     ladder_process.wait(timeout=60)
     assert wait_for_group_to_end(ladder_process.pid), "a worker outlived the ladder"

@@ -13,10 +13,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import warnings
 
 import pytest
+from processes import ignored_signals, wait_for
 
 from transformer.commands import dates as cli
 from transformer.commands import next_word as next_word_cli
@@ -59,11 +59,14 @@ def test_a_signal_after_the_last_line_leaves_the_exit_status_alone(command, sign
     for line in process.stdout:                   # the summary's last line: the run is over
         if line.startswith("training log:"):
             break
-    time.sleep(0.1)                               # Python's teardown takes about a second after it
+    # the command ignores late signals once it has returned, for Python's teardown (about a second)
+    late = {signal.SIGINT, signal.SIGTERM}
+    assert wait_for(lambda: late <= ignored_signals(process.pid) or process.poll() is not None, 120)
     process.send_signal(getattr(signal, signal_name))
     _, err = process.communicate(timeout=120)
     assert process.returncode == 0, (process.returncode, err)
-    assert err == "", err
+    # a cold kernel cache (a fresh checkout, this test alone) adds its notice; nothing else may be said
+    assert [line for line in err.splitlines() if not line.startswith("compiling kernels")] == [], err
 
 
 SUMMARY_SIGNAL = """

@@ -22,6 +22,7 @@ import sys
 import time
 
 import pytest
+from processes import group_members
 
 from transformer.commands import dates as cli
 from transformer.commands import next_word as next_word_cli
@@ -37,22 +38,6 @@ MAINS = {"train": cli.train_main, "next_word_train": next_word_cli.train_main}
 STARTUP_SECONDS = 300       # imports, and compiling the kernels on a cold cache, on a loaded machine
 END_SECONDS = 30            # the issue's bound: no wait longer than this once the signal is sent
 CHECKPOINT_EVERY = 100      # TrainConfig.checkpoint_every: the steps a kill -9 can lose at most
-
-
-def group_members(group: int) -> list:
-    """Live (not zombie) processes whose process group is ``group``, wherever their parent is."""
-    members = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == group and fields[0] != "Z":
-            members.append(int(name))
-    return members
 
 
 def state(pid: int) -> str:
