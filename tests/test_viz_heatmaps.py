@@ -155,3 +155,22 @@ def test_the_decoder_only_maps_many_row_labels_do_not_overlap(layers):
         boxes.sort(key=lambda box: box.y0)
         for lower, upper in zip(boxes, boxes[1:]):
             assert lower.y1 <= upper.y0, f"{ax.get_label()}: row labels overlap ({lower.y1:.1f} > {upper.y0:.1f} px)"
+
+
+def test_the_training_curves_legend_hides_no_point_of_either_curve(tmp_path):
+    """A run like the README's: flat, a steep rise through the middle, flat at the top. Inside the
+    panel, at "center right", the legend hid the batch curve's rise."""
+    steps = range(1, 193)
+    records = [{"step": s, "loss": 4.0 / s, "batch_exact_match": float(1 / (1 + np.exp(-(s - 100) / 8)))}
+               for s in steps]
+    for record in records[24::25] + records[-1:]:
+        record["exact_match"] = record["batch_exact_match"]
+    saved = plot_training_curves(_write_log(tmp_path / "log.jsonl", records), tmp_path / "curves.png")
+    match_ax = saved.figure.axes[1]
+    legend_box = match_ax.get_legend().get_window_extent()
+    for line in match_ax.lines:
+        points = match_ax.transData.transform(line.get_xydata())
+        hidden = [i for i, (x, y) in enumerate(points) if legend_box.contains(x, y)]
+        assert not hidden, f"the legend hides {len(hidden)} points of {line.get_label()!r}"
+        segments = np.linspace(points[:-1], points[1:], 20).reshape(-1, 2)   # and the lines between them
+        assert not any(legend_box.contains(x, y) for x, y in segments), line.get_label()

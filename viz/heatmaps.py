@@ -228,7 +228,8 @@ def plot_training_curves(log_jsonl, out_png, dpi=DPI, force=True) -> SavedFigure
     match_ax.plot(*_batch_estimate(log), linewidth=1, color="0.55",
                   label="training batches before their update (last 4, teacher-forced)")
     match_ax.set(title="exact match", xlabel="step", ylabel="exact match (%)", ylim=(-2, 102))
-    match_ax.legend(loc="center right", fontsize="small")
+    # below the panel, not in it: inside, any place hides part of some run's curves
+    match_ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), fontsize="small", frameon=False)
     if not log["eval_steps"]:
         match_ax.text(0.5, 0.5, "no eval steps in this log", ha="center", transform=match_ax.transAxes)
     for ax in (loss_ax, match_ax):
