@@ -219,11 +219,19 @@ def test_command_prints_the_table_and_writes_json(tmp_path, capsys):
     (["--seeds", "-1"], "--seeds takes whole numbers >= 0"),
     (["--seeds", "0,0"], "each seed once"),
     (["--seeds", "0-40"], "at most 20"),
+    (["--seeds", "0-1000000"], "--seeds names 1,000,001 seeds; at most 20"),
+    (["--rungs", ""], "--rungs names no rung"),
+    (["--rungs", " , "], "--rungs names no rung"),
+    (["--without", ""], "--without names no sentence kind"),
     (["--seeds", "0", "--seed", "1"], "not allowed with argument"),
     (["--json", "same.out", "--plot", "same.out"], "--json and --plot name the same file"),
 ])
 def test_bad_arguments_are_one_line_and_exit_2_before_any_training(argv, message, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+
+    def no_training(*args, **kwargs):
+        raise AssertionError(f"{argv} started training instead of being refused")
+    monkeypatch.setattr("transformer.commands.ladder.run_ladder", no_training)
     with pytest.raises(SystemExit) as exit_info:
         main(argv)
     err = capsys.readouterr().err
@@ -235,6 +243,18 @@ def test_seed_lists_and_ranges():
     assert parse_seeds("0-4") == (0, 1, 2, 3, 4)
     assert parse_seeds("2,7, 9") == (2, 7, 9)
     assert parse_seeds("5") == (5,)
+
+
+def test_a_wide_seed_range_is_refused_from_its_bounds_without_being_built():
+    import tracemalloc
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError, match="names 1,000,001 seeds"):
+            parse_seeds("0-1000000")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1_000_000, f"{peak:,} bytes: the range was built before its length was checked"
 
 
 def start_a_long_ladder(tmp_path):

@@ -166,6 +166,25 @@ def test_cli_exports_a_checkpoint_with_its_config_and_refuses_in_one_line(tmp_pa
         assert message in err and err.count("\n") == 1
 
 
+@pytest.mark.parametrize("fmt", ["safetensors", "npz"])
+def test_the_printed_advice_holds_for_an_installed_package(tmp_path, capsys, fmt):
+    """A pip-installed package has no examples/ folder: the advice must not be a command that needs
+    one, and its load line must read the written file (run here with numpy standing in for torch)."""
+    import types
+    from safetensors.numpy import load_file as numpy_load_file
+    model = small_model(layers=1)
+    checkpoint = tmp_path / "model.npz"
+    save_checkpoint(str(checkpoint), model.state_dict(), {}, {"model_config": model.config.to_dict()})
+    assert main(["--checkpoint", str(checkpoint), "--format", fmt]) == 0
+    out = capsys.readouterr().out
+    assert "python examples/" not in out and "minigrad source repository" in out
+    load_line = next(line for line in out.splitlines() if line.startswith("in PyTorch: "))
+    stand_ins = {"numpy": np, "torch": types.SimpleNamespace(from_numpy=np.asarray),
+                 "safetensors": types.SimpleNamespace(torch=types.SimpleNamespace(load_file=numpy_load_file))}
+    exec(load_line[len("in PyTorch: "):], stand_ins)
+    assert set(stand_ins["state_dict"]) == set(expected_shapes(model.config))
+
+
 def test_the_example_script_runs_without_installing():
     import subprocess
     import sys

@@ -4,6 +4,8 @@ words, and an empty completion says why.
 - A 26-word prompt (more than 100 characters) is completed from stdin as from an argument
   (stdin once refused it as "longer than 100 characters, not a date").
 - ``<pad>``, ``<bos>`` and ``<eos>`` are the model's markers, not words a prompt may hold.
+- Given good and bad prompts as arguments, the good ones are completed, each bad one gets one
+  error line naming it, and the exit status is 2 (as a bad stdin line is handled).
 - A prompt the model ends at once (a whole sentence already) gets its empty completion and one
   note saying so; typed with capitals, the note says the language is lower-case.
 """
@@ -72,6 +74,24 @@ def test_a_line_longer_than_any_prompt_is_one_error_naming_prompts_not_dates(che
                          stdin="ann " * 100_000 + "\nann went to the\n")
     assert code == 2 and err.count("\n") == 1 and "stdin line 1: longer than" in err and "date" not in err, err
     assert out.startswith("ann went to the ->")
+
+
+def test_bad_argument_prompts_are_each_one_line_and_the_good_ones_are_completed(checkpoint, capsys, monkeypatch):
+    good, unknown_word, too_long = "ann went to the", "once upon a", " ".join(["ann"] * 31)
+    code, out, err = run([unknown_word, good, too_long, "--checkpoint", checkpoint], capsys, monkeypatch)
+    assert code == 2
+    assert [line.split(" -> ")[0] for line in out.splitlines()] == [good]
+    first, second = err.splitlines()
+    assert first.startswith("error: prompt 1: 'once' is not a word of the language"), err
+    assert second.startswith("error: prompt 3: the prompt has 31 words"), err
+
+
+def test_only_unknown_words_are_refused_without_a_model(tmp_path, capsys, monkeypatch):
+    code, out, err = run(["once upon a", "ann went to the moon", "--checkpoint", str(tmp_path / "none.npz")],
+                         capsys, monkeypatch)
+    assert code == 2 and not out
+    first, second = err.splitlines()
+    assert first.startswith("error: prompt 1: 'once' is not") and second.startswith("error: prompt 2: 'moon' is not"), err
 
 
 @pytest.mark.parametrize("marker", language.SPECIALS)

@@ -61,6 +61,29 @@ def test_committed_notebooks_keep_their_outputs_in_order(name):
     assert not [out for cell in code for out in cell.outputs if out.output_type == "error"]
 
 
+# what only the machine that ran a notebook has: a path of its own, or a warning it printed
+ABSOLUTE_PATH = re.compile(r"(?:^|[\s'\"(=])(?:/(?:home|root|tmp|work|Users|usr|opt|var|private|mnt)/|[A-Z]:\\)")
+WARNING = re.compile(r"\b\w*Warning: ")
+
+
+def readable_outputs(notebook):
+    """Each code cell's printed and displayed text (streams, text/plain, text/html, errors)."""
+    for number, cell in enumerate((c for c in notebook.cells if c.cell_type == "code"), start=1):
+        for out in cell.outputs:
+            texts = [out.get("text", ""), *out.get("traceback", [])]
+            texts += [out.get("data", {}).get(kind, "") for kind in ("text/plain", "text/html")]
+            yield number, "".join("".join(text) if isinstance(text, list) else text for text in texts)
+
+
+@pytest.mark.parametrize("name", sorted(name for name in os.listdir(NOTEBOOKS) if name.endswith(".ipynb")))
+def test_committed_outputs_show_no_machine_path_and_no_warning(name):
+    notebook = nbformat.read(os.path.join(NOTEBOOKS, name), as_version=4)
+    for number, text in readable_outputs(notebook):
+        for pattern in (ABSOLUTE_PATH, WARNING):
+            found = pattern.search(text)
+            assert not found, f"code cell {number} of {name} shows {text[max(0, found.start() - 60):found.end() + 60]!r}"
+
+
 @pytest.mark.parametrize("dot", ["with dot", "without dot"])
 def test_autograd_notebook_runs(dot, tmp_path, monkeypatch, request):
     dot_installed = dot == "with dot" and shutil.which("dot") is not None

@@ -198,3 +198,18 @@ def test_the_readmes_animations_each_get_their_own_default_file(tmp_path, monkey
     written = sorted(p.name for p in (tmp_path / "runs" / "viz").iterdir())
     assert written == ["backward_a_mul_b_add_a_tanh_sum.dot", "backward_decoder-self_layer0.dot",
                        "backward_x_mul_x_add_x_sum.dot"]
+
+
+@needs_dot
+def test_an_attention_steps_gif_is_scaled_down_to_the_height_bound(tmp_path, monkeypatch, capsys):
+    """Laid out at 72 dpi an attention step is 2,464 px tall; the GIF is bounded, the page is not."""
+    from PIL import Image
+    from viz.animation_output import MAX_GIF_HEIGHT
+
+    monkeypatch.chdir(tmp_path)            # the untrained model's note names runs/dates, which is not here
+    assert main(["--attention", "decoder-self", "--out", str(tmp_path / "step"), "--format", "gif"]) == 0
+    with Image.open(tmp_path / "step.gif") as image:
+        assert image.height == MAX_GIF_HEIGHT and 300 < image.width < image.height, image.size
+    assert main(["--max-height", "50", "--out", str(tmp_path / "small")]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1] == "error: --max-height must be at least 100 (pixels), got 50"

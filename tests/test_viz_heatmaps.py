@@ -130,3 +130,47 @@ def test_training_curves_show_the_free_batch_estimate_beside_a_single_evaluation
     labels = [text.get_text() for text in match_ax.get_legend().get_texts()]
     assert labels[0] == "held-out dates (1 evaluation)" and labels[1].startswith("training batches")
     assert match_ax.get_xlim() == loss_ax.get_xlim()         # one step axis for both panels
+
+
+@pytest.mark.parametrize("layers", [1, 2])
+def test_the_decoder_only_maps_many_row_labels_do_not_overlap(layers):
+    """The decoder-only model's one sequence (date, <sos>, output) gives 29 rows or more; in a square
+    panel their labels overlapped, so the panel grows with the rows."""
+    import minigrad
+    from transformer.models.config import DecoderOnlyConfig
+    from transformer.models.decoder_only import DecoderOnlyTransformer
+    from viz.heatmaps import plot_attention
+    minigrad.manual_seed(0)
+    decoder_only = DecoderOnlyTransformer(DecoderOnlyConfig(d_model=16, num_heads=2, d_ff=32, num_layers=layers)).eval()
+    maps = attention_maps(decoder_only, "1845-01-05")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    fig = plot_attention(maps, "decoder-self")
+    FigureCanvasAgg(fig).draw()   # places the labels where the saved picture has them
+    renderer = fig.canvas.get_renderer()
+    first_column = [ax for label, ax in panels(fig).items() if label.endswith("head 0")]
+    assert len(first_column) == layers
+    for ax in first_column:
+        boxes = [tick.get_window_extent(renderer) for tick in ax.get_yticklabels() if tick.get_text()]
+        assert len(boxes) == len(maps.axis_tokens("decoder-self")[0]) >= 29
+        boxes.sort(key=lambda box: box.y0)
+        for lower, upper in zip(boxes, boxes[1:]):
+            assert lower.y1 <= upper.y0, f"{ax.get_label()}: row labels overlap ({lower.y1:.1f} > {upper.y0:.1f} px)"
+
+
+def test_the_training_curves_legend_hides_no_point_of_either_curve(tmp_path):
+    """A run like the README's: flat, a steep rise through the middle, flat at the top. Inside the
+    panel, at "center right", the legend hid the batch curve's rise."""
+    steps = range(1, 193)
+    records = [{"step": s, "loss": 4.0 / s, "batch_exact_match": float(1 / (1 + np.exp(-(s - 100) / 8)))}
+               for s in steps]
+    for record in records[24::25] + records[-1:]:
+        record["exact_match"] = record["batch_exact_match"]
+    saved = plot_training_curves(_write_log(tmp_path / "log.jsonl", records), tmp_path / "curves.png")
+    match_ax = saved.figure.axes[1]
+    legend_box = match_ax.get_legend().get_window_extent()
+    for line in match_ax.lines:
+        points = match_ax.transData.transform(line.get_xydata())
+        hidden = [i for i, (x, y) in enumerate(points) if legend_box.contains(x, y)]
+        assert not hidden, f"the legend hides {len(hidden)} points of {line.get_label()!r}"
+        segments = np.linspace(points[:-1], points[1:], 20).reshape(-1, 2)   # and the lines between them
+        assert not any(legend_box.contains(x, y) for x, y in segments), line.get_label()

@@ -1,7 +1,8 @@
 """Write the frames of ``backward_animation`` as an animated GIF and a self-contained HTML slider.
 
 Every frame is laid out by Graphviz's ``dot`` once, writing SVG and PNG together.
-The GIF (Pillow) pads frames to the largest so all have one size; the HTML page
+The GIF (Pillow) pads frames to the largest so all have one size, scaled down to at most
+``MAX_GIF_HEIGHT`` px tall (an attention step is 2,464 px at 72 dpi); the HTML page
 holds every SVG inline with its ids prefixed per frame, a slider, prev/next/play
 buttons and a few lines of inline script: no server, no network, no external file.
 """
@@ -19,6 +20,7 @@ from transformer.files.output_file import atomic_output, check_outputs, write_ou
 from .render import RenderedPaths, dot_missing_message, have_dot
 
 FRAME_MS, LAST_FRAME_MS = 1200, 3000
+MAX_GIF_HEIGHT = 1000       # px: a page shows it whole; the HTML page keeps every frame at full size
 
 
 def animation_paths(out_stem, formats=("gif", "html")) -> list:
@@ -27,7 +29,7 @@ def animation_paths(out_stem, formats=("gif", "html")) -> list:
 
 
 def write_animation(frames, out_stem, formats=("gif", "html"), dpi=72, frame_ms=FRAME_MS, quiet=False,
-                    force=True) -> list:
+                    force=True, max_height=MAX_GIF_HEIGHT) -> list:
     """Render every frame with dot once (SVG and PNG together) and write ``<out_stem>.gif``/``.html``.
 
     Returns the paths written. Without Graphviz's ``dot`` it writes ``<out_stem>.dot`` instead (every
@@ -48,7 +50,7 @@ def write_animation(frames, out_stem, formats=("gif", "html"), dpi=72, frame_ms=
     svgs, pngs = _render_all(frames, dpi, want_png="gif" in formats)
     written = RenderedPaths()
     if "gif" in formats:
-        written.append(write_gif(pngs, out_stem + ".gif", frame_ms))
+        written.append(write_gif(pngs, out_stem + ".gif", frame_ms, max_height))
     if "html" in formats:
         written.append(write_html(svgs, [f.caption for f in frames], out_stem + ".html", frame_ms))
     return written
@@ -83,16 +85,20 @@ def _render_one(frame, dpi, want_png, directory):
         return svg, f.read()
 
 
-def write_gif(pngs, path, frame_ms=FRAME_MS) -> str:
-    """PNG frames -> one looping GIF; frames of different sizes are padded (white) to the largest."""
+def write_gif(pngs, path, frame_ms=FRAME_MS, max_height=MAX_GIF_HEIGHT) -> str:
+    """PNG frames -> one looping GIF; frames of different sizes are padded (white) to the largest,
+    and all scaled by one factor when the largest is taller than ``max_height`` px."""
     from PIL import Image
 
     images = [Image.open(io.BytesIO(data)).convert("RGB") for data in pngs]
     width, height = max(i.width for i in images), max(i.height for i in images)
+    scale = min(1.0, max_height / height)
     padded = []
     for image in images:
         canvas = Image.new("RGB", (width, height), "white")
         canvas.paste(image, ((width - image.width) // 2, 0))
+        if scale < 1:
+            canvas = canvas.resize((max(1, round(width * scale)), max(1, round(height * scale))), Image.LANCZOS)
         padded.append(canvas.quantize(colors=128, method=Image.Quantize.FASTOCTREE))  # 10x MEDIANCUT's speed
     durations = [frame_ms] * (len(padded) - 1) + [LAST_FRAME_MS]
     with atomic_output(path) as tmp:

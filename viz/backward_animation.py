@@ -30,7 +30,7 @@ from minigrad import Tensor, autograd_steps
 from transformer.commands.console import Parser, console_script, path_argument
 from transformer.files.output_file import add_force_option, free_default
 
-from .animation_output import write_animation
+from .animation_output import MAX_GIF_HEIGHT, write_animation
 from .details import NOT_ARRIVED, first_values, norm, tooltip_text
 from .graph import draw_graph
 from .graph_text import escape, number, shape_text
@@ -246,7 +246,8 @@ def main(argv=None) -> int:
         frames = backward_frames(root, rankdir=args.rankdir, title=title, **options)
         formats = tuple(args.format or ("gif", "html"))
         out = args.out or free_default(default_out(args), tuple(f".{fmt}" for fmt in formats + ("dot",)), args.force)
-        paths = write_animation(frames, out, formats=formats, dpi=args.dpi, force=args.force)
+        paths = write_animation(frames, out, formats=formats, dpi=args.dpi, force=args.force,
+                                max_height=args.max_height)
     except (DateError, ValueError, OSError, CheckpointError, RuntimeError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -279,6 +280,9 @@ def _parser():
     parser.add_argument("--format", action="append", choices=["gif", "html"], help="default: both")
     parser.add_argument("--rankdir", choices=["TB", "LR"], default="TB")
     parser.add_argument("--dpi", type=int, default=72, help="resolution of the GIF frames (default: 72)")
+    parser.add_argument("--max-height", type=int, default=MAX_GIF_HEIGHT, metavar="PX",
+                        help="scale the GIF down to at most PX pixels tall (default: %(default)s; the HTML "
+                             "page keeps full size)")
     add_force_option(parser)
     return parser
 
@@ -314,6 +318,8 @@ def _check_arguments(args):
                          "(they choose the model and the step to animate)")
     if not 20 <= args.dpi <= 300:
         raise ValueError(f"--dpi must be between 20 and 300, got {args.dpi}")
+    if args.max_height < 100:
+        raise ValueError(f"--max-height must be at least 100 (pixels), got {args.max_height}")
 
 
 def _animated_root(args):

@@ -50,6 +50,7 @@ DECODER_ONLY_CAPTION = ("rows and columns: the model's one sequence, the ISO dat
 PANEL_INCHES = 2.7
 DPI = 100                   # with the font sizes below every text is at least 10 px tall
 TICK_POINTS = 8             # 8 pt at 100 dpi = 11 px
+ROW_INCHES = 1.4 * TICK_POINTS / 72   # one row label and a little space: many rows make a taller panel
 SPECIAL_TOKENS = ("<sos>", "<eos>", "<pad>")   # written vertically; single characters stay upright
 
 
@@ -101,7 +102,9 @@ def plot_attention(maps: AttentionMaps, kind: str) -> Figure:
     weights = maps.weights[kind]
     layers, heads = weights.shape[:2]
     queries, keys = maps.axis_tokens(kind)
-    fig = Figure(figsize=(PANEL_INCHES * heads + 1.2, PANEL_INCHES * layers + 1.3), layout="constrained")
+    # the decoder-only model's 29 rows would overlap in a square panel: its height grows with the rows
+    panel_height = max(PANEL_INCHES, ROW_INCHES * len(queries))
+    fig = Figure(figsize=(PANEL_INCHES * heads + 1.2, panel_height * layers + 1.3), layout="constrained")
     axes = fig.subplots(layers, heads, squeeze=False)
     for layer in range(layers):
         for head in range(heads):
@@ -225,7 +228,8 @@ def plot_training_curves(log_jsonl, out_png, dpi=DPI, force=True) -> SavedFigure
     match_ax.plot(*_batch_estimate(log), linewidth=1, color="0.55",
                   label="training batches before their update (last 4, teacher-forced)")
     match_ax.set(title="exact match", xlabel="step", ylabel="exact match (%)", ylim=(-2, 102))
-    match_ax.legend(loc="center right", fontsize="small")
+    # below the panel, not in it: inside, any place hides part of some run's curves
+    match_ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), fontsize="small", frameon=False)
     if not log["eval_steps"]:
         match_ax.text(0.5, 0.5, "no eval steps in this log", ha="center", transform=match_ax.transAxes)
     for ax in (loss_ax, match_ax):

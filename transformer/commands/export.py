@@ -155,6 +155,20 @@ def main(argv=None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     count = sum(p.size for p in model.parameters())
-    print(f"wrote {written}  ({count:,} parameters under PyTorch's names)\n"
-          f"to load it into PyTorch: python examples/compare_with_pytorch.py --exported {written}")
+    print(f"wrote {written}  ({count:,} parameters under PyTorch's names)\n" + how_to_load(written, args.format))
     return 0
+
+
+def how_to_load(path, fmt) -> str:
+    """Two lines on reading ``path`` in PyTorch that hold for every install: a pip-installed
+    package has no examples/ folder, so the script that builds the matching model is named as
+    part of the source repository, not as a command to run here."""
+    model = ("the torch.nn model it fits is built by examples/compare_with_pytorch.py in the minigrad source "
+             "repository (not part of an installed package)")
+    if fmt == "safetensors":
+        load = f"state_dict = safetensors.torch.load_file({path!r})"
+        model += ", whose --exported option translates with the file"
+    else:
+        load = (f"state_dict = {{name: torch.from_numpy(array) for name, array in numpy.load({path!r}).items() "
+                f"if name != 'metadata.json'}}")
+    return f"in PyTorch: {load}\n{model}"

@@ -145,16 +145,19 @@ def matrix_text(matrix: np.ndarray, words) -> str:
 
 def parse_seeds(text: str) -> tuple:
     """'0-4' -> (0, 1, 2, 3, 4); '0,3,7' -> (0, 3, 7); ValueError with the reason otherwise."""
-    seeds = []
+    bounds = []
     for part in text.split(","):
         low, dash, high = part.strip().partition("-")
         if not low.isdigit() or (dash and not high.isdigit()):
             raise ValueError(f"--seeds takes whole numbers >= 0 like 0-4 or 0,3,7, got {text!r}")
-        seeds += range(int(low), int(high) + 1) if dash else [int(low)]
+        bounds.append((int(low), int(high) if dash else int(low)))
+    # counted from the bounds: a range as wide as 0-100000000 is refused without being built
+    count = sum(max(0, high - low + 1) for low, high in bounds)
+    if count > MAX_SEEDS:
+        raise ValueError(f"--seeds names {count:,} seeds; at most {MAX_SEEDS}")
+    seeds = [seed for low, high in bounds for seed in range(low, high + 1)]
     if not seeds or len(set(seeds)) != len(seeds):
         raise ValueError(f"--seeds must name each seed once, got {text!r}")
-    if len(seeds) > MAX_SEEDS:
-        raise ValueError(f"--seeds names {len(seeds)} seeds; at most {MAX_SEEDS}")
     if max(seeds) >= 2 ** 32:
         raise ValueError(f"a seed must be below 2**32, got {max(seeds)}")
     return tuple(seeds)
@@ -168,16 +171,20 @@ def rung_name(rung) -> str:
 def parse_rungs(text: str) -> list:
     """'positions,heads' -> their indices in RUNGS, in ladder order; ValueError naming the choices."""
     names = [rung_name(rung) for rung in RUNGS]
-    wanted = [part.strip().lower().replace(" ", "-") for part in text.split(",")]
+    wanted = [part.strip().lower().replace(" ", "-") for part in text.split(",") if part.strip()]
+    if not wanted:
+        raise ValueError(f"--rungs names no rung; name some of {', '.join(names)}, or leave it out for all nine")
     unknown = [name for name in wanted if name not in names]
-    if unknown or not wanted:
-        raise ValueError(f"--rungs: unknown rung {unknown[0] if unknown else text!r}; the rungs are {', '.join(names)}")
+    if unknown:
+        raise ValueError(f"--rungs: unknown rung {unknown[0]!r}; the rungs are {', '.join(names)}")
     return sorted({names.index(name) for name in wanted})
 
 
 def parse_without(text: str) -> tuple:
     """'blend,swap' -> the language's kinds without them; ValueError naming the kinds."""
-    dropped = {part.strip().lower() for part in text.split(",")}
+    dropped = {part.strip().lower() for part in text.split(",") if part.strip()}
+    if not dropped:
+        raise ValueError(f"--without names no sentence kind; name some of {', '.join(KINDS)}, or leave it out")
     unknown = sorted(dropped - set(KINDS))
     if unknown:
         raise ValueError(f"--without: unknown sentence kind {unknown[0]!r}; the kinds are {', '.join(KINDS)}")
@@ -239,8 +246,9 @@ def parse_args(argv):
             message = f"--seed must be a whole number >= 0, got {args.seed}"
         parser.error(message)
     try:
-        args.rungs = parse_rungs(args.rungs) if args.rungs else list(range(len(RUNGS)))
-        args.kinds = parse_without(args.without) if args.without else KINDS
+        # `is None`, not falsiness: an empty --rungs "" is a mistake to refuse, not "all of them"
+        args.rungs = parse_rungs(args.rungs) if args.rungs is not None else list(range(len(RUNGS)))
+        args.kinds = parse_without(args.without) if args.without is not None else KINDS
     except ValueError as error:
         parser.error(str(error))
     if args.json and args.plot and os.path.realpath(args.json) == os.path.realpath(args.plot):

@@ -16,7 +16,7 @@ import numpy as np
 
 from transformer.commands.dates import (TrainingCommand, _decoding_kernels, _finite, _model_options, _optimizer_options, _run_options,
                   _stopping_options, _train_out_dir, read_stdin, run_training, train_values)
-from transformer.commands.console import Parser, console_script, fail, path_argument
+from transformer.commands.console import EXIT_USAGE, Parser, console_script, fail, path_argument
 
 DEFAULT_OUT = os.path.join("runs", "next-word")
 DEFAULT_CHECKPOINT = os.path.join(DEFAULT_OUT, "model.npz")
@@ -125,10 +125,12 @@ def _print_summary(summary, trainer, wall):
 def _complete_parser():
     p = Parser(prog="next-word-complete",
                description="Continue prompts in the generated language, one word at a time, with a trained model.",
-               epilog="Prompts given as arguments are all checked before any is completed. Prompts on stdin are "
-                      "completed one per line as they come: a bad line gets one 'error: stdin line N: ...' line on "
-                      "stderr and the others are still completed. Exit codes: 0 all completed, 2 a bad argument, "
-                      "checkpoint or input line, 130 Ctrl-C, 141 stdout closed or full.")
+               epilog="Prompts given as arguments are all checked before any is completed: a bad one gets one "
+                      "'error: prompt N: ...' line on stderr and the others are still completed. Prompts on stdin "
+                      "are completed one per line as they come: a bad line gets one 'error: stdin line N: ...' line "
+                      "on stderr and the others are still completed. Exit codes: 0 all completed, 2 a bad argument, "
+                      "prompt, checkpoint or input line (the good prompts were still completed), 130 Ctrl-C, "
+                      "141 stdout closed or full.")
     p.add_argument("prompts", nargs="*", help="prompts to continue; none: read one per line from stdin")
     p.add_argument("--checkpoint", default=None, type=path_argument,
                    help=f"the model next-word-train wrote (default: the newest finished run's, {DEFAULT_CHECKPOINT} "
@@ -171,22 +173,44 @@ def complete_main(argv=None) -> int:
     problem = _check_options(args)
     if problem:
         return fail(problem)
+    refused = _refusals(args.prompts, split_words)
+    if args.prompts and len(refused) == len(args.prompts):    # unknown words: no model is needed to say so
+        _say_refused(refused)
+        return EXIT_USAGE
     try:
-        for text in args.prompts:
-            split_words(text)              # an unknown word fails before the model is loaded
         model = load_model(args.checkpoint or default_checkpoint(DEFAULT_OUT), task="next-word")
-        prompts = [_prompt_words(model, text) for text in args.prompts]
-    except (LanguageError, CheckpointError) as error:
+    except CheckpointError as error:
         return fail(str(error))
     write = _completer(model, args)
-    if prompts:
-        for text, words in zip(args.prompts, prompts):
-            write(text, words)
-        return 0
+    if args.prompts:
+        # as a bad stdin line does, a bad prompt gets its line and the good ones are still completed
+        refused = _refusals(args.prompts, lambda text: _prompt_words(model, text))
+        _say_refused(refused)
+        for number, text in enumerate(args.prompts, 1):
+            if number not in refused:
+                write(text, _prompt_words(model, text))
+        return EXIT_USAGE if refused else 0
     return read_stdin(lambda texts: [write(text, _prompt_words(model, text)) for text in texts],
                       lambda text: _prompt_words(model, text), LanguageError, "prompts", batch_size=1,
                       max_line=MAX_PROMPT_LINE, too_long=f"longer than {MAX_PROMPT_LINE:,} characters, more than "
                                                          f"any prompt (at most {model.config.max_len - 2} words)")
+
+
+def _refusals(prompts, check) -> dict:
+    """Prompt number (from 1) -> why ``check`` refuses that prompt, for the refused ones."""
+    from transformer.tasks.language import LanguageError
+    refused = {}
+    for number, text in enumerate(prompts, 1):
+        try:
+            check(text)
+        except LanguageError as error:
+            refused[number] = str(error)
+    return refused
+
+
+def _say_refused(refused):
+    for number, problem in refused.items():
+        print(f"error: prompt {number}: {problem}", file=sys.stderr, flush=True)
 
 
 def _prompt_words(model, text):

@@ -90,7 +90,9 @@ class ProgressBar:
 
     def step_done(self, step: int, record: dict):
         if self.bar is None:
-            from tqdm.auto import tqdm
+            # plain tqdm, not tqdm.auto: in a Jupyter kernel without ipywidgets, tqdm.auto's import
+            # prints a TqdmWarning (with the machine's site-packages path) into the notebook
+            from tqdm import tqdm
             self.bar = tqdm(total=self.total_steps, initial=step, disable=not self.enabled, desc="training",
                             unit="step", mininterval=0.5)
         else:
