@@ -365,15 +365,15 @@ def test_decoding_commands_decode_on_the_numpy_twins(checkpoint, capsys, monkeyp
 
 def test_progress_bar_starts_after_the_first_step(tmp_path, monkeypatch):
     """The bar's clock (and so its rate and ETA) must not include the first step's compile."""
-    import tqdm.auto
+    import tqdm
     created = []
-    real = tqdm.auto.tqdm
+    real = tqdm.tqdm
 
     def spy(*args, **kwargs):
         created.append((trainer.step, kwargs.get("initial")))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(tqdm.auto, "tqdm", spy)
+    monkeypatch.setattr(tqdm, "tqdm", spy)
     trainer = DateTrainer(ModelConfig(d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=32),
                       TrainConfig(steps=3, batch_size=8, target_accuracy=0), out_dir=str(tmp_path))
     monkeypatch.setattr(DateTrainer, "evaluate", lambda self, limit=None, show_wrong=5: {
