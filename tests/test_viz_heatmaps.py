@@ -46,9 +46,13 @@ def test_axes_are_labelled_with_the_characters(saved, model):
     assert ticks(encoder.get_xticklabels()) == SOURCE_TOKENS == ticks(encoder.get_yticklabels())
     cross = bottom_left("cross")
     assert ticks(cross.get_xticklabels()) == SOURCE_TOKENS
-    assert ticks(cross.get_yticklabels()) == maps.target_tokens and maps.target_tokens[0] == "<sos>"
+    # a decoder row is labelled by its input and by what it writes: the row of <sos> writes the first character
+    written = maps.target_tokens[1:] + ["<eos>"]
+    labels = [f"{token} → {writes}" for token, writes in zip(maps.target_tokens, written)]
+    assert ticks(cross.get_yticklabels()) == labels and labels[0] == f"<sos> → {maps.output_text[0]}"
+    assert cross.get_ylabel() == "query: input → writes"
     decoder = bottom_left("decoder-self")
-    assert ticks(decoder.get_xticklabels()) == maps.target_tokens == ticks(decoder.get_yticklabels())
+    assert ticks(decoder.get_xticklabels()) == maps.target_tokens and ticks(decoder.get_yticklabels()) == labels
     # the decoder side is the greedy output fed back: its characters, not the reference answer
     greedy = greedy_decode(model, source_ids("1845-01-05"))[0]
     assert maps.target_tokens[1:] == token_labels(greedy[: len(maps.target_tokens) - 1])

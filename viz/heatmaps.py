@@ -38,10 +38,10 @@ TITLES = {"encoder-self": "encoder self-attention",
           "cross": "cross-attention (decoder queries, encoder keys)"}
 CAPTIONS = {
     "encoder-self": "rows (queries) and columns (keys): the encoder's input, the ISO date",
-    "decoder-self": ("rows and columns: the decoder's input, <sos> + the model's output shifted one place right "
-                     "(row t predicts output character t); the causal mask hides keys after the query"),
-    "cross": ("rows: the decoder's input, <sos> + the model's output shifted one place right "
-              "(row t predicts output character t); columns: the encoder's input, the ISO date"),
+    "decoder-self": ("rows and columns: the decoder's input, <sos> + the model's output shifted one place right; "
+                     "a row is labelled input → what it writes; the causal mask hides keys after the query"),
+    "cross": ("rows: the decoder's input, <sos> + the model's output shifted one place right, labelled "
+              "input → what the row writes; columns: the encoder's input, the ISO date"),
 }
 DECODER_ONLY_TITLE = "masked self-attention (decoder-only)"
 DECODER_ONLY_CAPTION = ("rows and columns: the model's one sequence, the ISO date, <sos>, then its output "
@@ -76,6 +76,16 @@ class AttentionMaps:
         keys = self.target_tokens if kind == "decoder-self" else self.source_tokens
         return queries, keys
 
+    def row_labels(self, kind) -> list:
+        """The label of each row (query) of ``kind``: its token, and for the encoder-decoder's
+        decoder rows also what the row writes, ``<sos> → J``: the row whose input is ``<sos>``
+        predicts the first output character, and a reader looking for "the row of J" finds it."""
+        queries, _ = self.axis_tokens(kind)
+        if kind == "encoder-self" or self.decoder_only:
+            return list(queries)
+        written = list(self.target_tokens[1:]) + ["<eos>"]
+        return [f"{token} → {writes}" for token, writes in zip(queries, written)]
+
 
 def attention_maps(model, date: str, untrained: bool = False) -> AttentionMaps:
     src = source_ids(date)
@@ -102,6 +112,7 @@ def plot_attention(maps: AttentionMaps, kind: str) -> Figure:
     weights = maps.weights[kind]
     layers, heads = weights.shape[:2]
     queries, keys = maps.axis_tokens(kind)
+    rows = maps.row_labels(kind)
     # the decoder-only model's 29 rows would overlap in a square panel: its height grows with the rows
     panel_height = max(PANEL_INCHES, ROW_INCHES * len(queries))
     fig = Figure(figsize=(PANEL_INCHES * heads + 1.2, panel_height * layers + 1.3), layout="constrained")
@@ -110,7 +121,8 @@ def plot_attention(maps: AttentionMaps, kind: str) -> Figure:
         for head in range(heads):
             ax = axes[layer, head]
             image = ax.imshow(weights[layer, head], vmin=0.0, vmax=1.0, cmap="viridis", aspect="auto")
-            _label_panel(ax, layer, head, queries, keys, first_column=head == 0, last_row=layer == layers - 1)
+            _label_panel(ax, layer, head, rows, keys, first_column=head == 0, last_row=layer == layers - 1,
+                         query_label="query" if rows == list(queries) else "query: input → writes")
     bar = fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.8)
     bar.set_label("attention weight", fontsize=9)
     bar.ax.tick_params(labelsize=TICK_POINTS)
@@ -121,7 +133,7 @@ def plot_attention(maps: AttentionMaps, kind: str) -> Figure:
     return fig
 
 
-def _label_panel(ax, layer, head, queries, keys, first_column, last_row):
+def _label_panel(ax, layer, head, queries, keys, first_column, last_row, query_label="query"):
     ax.set_label(f"layer {layer} head {head}")
     ax.set_title(f"layer {layer} · head {head}", fontsize=10)
     # every panel has the same axes: write the tokens only on the outer panels
@@ -135,7 +147,7 @@ def _label_panel(ax, layer, head, queries, keys, first_column, last_row):
     if last_row:
         ax.set_xlabel("key", fontsize=9)
     if first_column:
-        ax.set_ylabel("query", fontsize=9)
+        ax.set_ylabel(query_label, fontsize=9)
 
 
 def heatmap_paths(out_dir, prefix, kinds=KINDS, decoder_only: bool = False) -> dict:
