@@ -126,3 +126,30 @@ def test_date_transformer_notebook_runs_and_trains_a_good_model(tmp_path, monkey
     assert "[65, 1, 6, 7, 6, 62, 1, 1, 62, 3, 0, 66]" in text and "held-out exact match" in text
     assert len(graph_outputs(notebook, dot_installed)) == 1                 # one attention step
     assert len(outputs(notebook, "image/png")) == 5          # positions, curves, three heatmaps
+    committed = nbformat.read(os.path.join(NOTEBOOKS, "date_transformer.ipynb"), as_version=4)
+    assert_prints_its_committed_numbers(committed, notebook)
+
+
+NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
+CLOCK = re.compile(r"in [\d.]+ s\b")          # the only number that depends on how busy the machine is
+
+
+def printed_numbers(cell) -> list:
+    """Every number a cell prints or shows as text (the walkthrough's tables), but the clock's."""
+    text = "".join(out.get("text", "") + out.get("data", {}).get("text/markdown", "") for out in cell.outputs)
+    return NUMBER.findall(CLOCK.sub("", text))
+
+
+def assert_prints_its_committed_numbers(committed, fresh):
+    """Each code cell of ``fresh`` (executed now) prints the numbers the committed notebook shows,
+    where this machine rounds floats as the committed run's did (its first cell says how)."""
+    from transformer.parallel.threads import arithmetic
+    code = lambda notebook: [cell for cell in notebook.cells if cell.cell_type == "code"]   # noqa: E731
+    first = "".join(out.get("text", "") for out in code(committed)[0].outputs)
+    rounded_by = re.search(r"floats rounded by: (.*)", first).group(1).strip()
+    if rounded_by != arithmetic():
+        pytest.skip(f"ran and trained; the committed run's floats were rounded by {rounded_by}, this machine's by "
+                    f"{arithmetic()}: its numbers would differ, so they are compared only there")
+    for number, (old, new) in enumerate(zip(code(committed), code(fresh)), start=1):
+        assert printed_numbers(old) == printed_numbers(new), (
+            f"code cell {number} prints other numbers than the committed notebook: re-execute it and commit")
