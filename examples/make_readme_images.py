@@ -11,7 +11,9 @@ training curves and the dates-explore page, of which headless Chromium then take
 ``explorer.png`` (backward step 6, ``weights`` clicked, the pointer on a cell of head 0; it needs
 Playwright and ``apt-get install chromium``, else that one image is left as it is, with a note);
 last ``ladder_command(seed)`` trains the attention ladder on seeds 0-4 and draws its table (about 3 minutes).
-The ``.dot`` files the graph commands write beside their pictures are removed.
+The ``.dot`` files the graph commands write beside their pictures are removed, and
+``examples/readme_picture_facts.py`` records what each picture shows in ``docs/images/facts.json``
+(``tests/test_committed_pictures.py`` compares it with what today's code draws).
 Rendering needs Graphviz's ``dot``; without it this says so in one line and exits with status 3
 before it trains or writes anything.
 
@@ -145,6 +147,9 @@ def main(argv=None) -> int:
     for name in os.listdir(IMAGES):
         if name.endswith(".dot"):
             os.remove(os.path.join(IMAGES, name))
+    from readme_picture_facts import main as record_facts       # what each picture shows, for the tests
+    if record_facts(["--seed", str(args.seed)]):
+        return 2
     print(f"the images in {IMAGES}/ are now those of seed {args.seed}")
     return 0
 
