@@ -1,0 +1,90 @@
+"""The notebooks' committed figures and texts say what today's code draws and prints.
+
+The figures a notebook's text is about are drawn again from the cell that draws them (no training
+needed) and checked for what a reader would notice: every vector the text names inside the axes,
+the mask convention the graph states. Re-executing a whole notebook, numbers included, is the slow
+test of tests/test_notebooks.py and tests/test_attention_notebook.py.
+"""
+import os
+import re
+
+import numpy as np
+import pytest
+
+nbformat = pytest.importorskip("nbformat", reason="pip install -e '.[test]' installs nbformat")
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NOTEBOOKS = os.path.join(REPO, "notebooks")
+
+
+def code_cell(name, marker):
+    """The one code cell of notebook ``name`` whose source contains ``marker``."""
+    notebook = nbformat.read(os.path.join(NOTEBOOKS, name), as_version=4)
+    found = [cell for cell in notebook.cells if cell.cell_type == "code" and marker in cell.source]
+    assert len(found) == 1, f"{name}: {len(found)} cells contain {marker!r}"
+    return found[0]
+
+
+def run_figure_cell(source):
+    """Execute a figure cell's source with the notebook's names (numpy, pyplot on Agg); its figure."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    plt.close("all")
+    exec(compile(source.replace("plt.show()", ""), "<cell>", "exec"), {"np": np, "plt": plt})
+    return plt.gcf()
+
+
+def test_the_squash_figure_draws_every_vector_the_text_names_inside_its_axes():
+    from viz.picture_facts import figure_facts, points_outside
+    facts = figure_facts(run_figure_cell(code_cell("attention_from_next_word.ipynb", "def squash(").source))
+    named = [name for ax in facts for name, _ in ax["points"]]
+    assert named.count("bride") == named.count("ring") == 3          # the words, key space, query space
+    assert points_outside(facts) == []
+
+
+def svg_texts(svg: str) -> list:
+    """The texts an SVG drawn by Graphviz shows (its <text> elements), unescaped."""
+    import html
+    return [html.unescape(text) for text in re.findall(r"<text[^>]*>([^<]*)</text>", svg)]
+
+
+def test_the_date_notebooks_graph_is_the_one_todays_code_draws():
+    """The graph cell of the date notebook needs no training: draw it again, compare every text."""
+    import shutil
+    if shutil.which("dot") is None:
+        pytest.skip("Graphviz's `dot` is not installed (apt-get install graphviz | brew install graphviz)")
+    import tempfile
+
+    from transformer.models.config import ModelConfig
+    from transformer.training.dates import DateTrainer
+    from transformer.training.trainer import TrainConfig
+    from viz.attention_graph import build_attention_graph
+    from viz.details import convention
+    cell = code_cell("date_transformer.ipynb", "build_attention_graph(")
+    committed = next(out["data"]["image/svg+xml"] for out in cell.outputs if "image/svg+xml" in out.get("data", {}))
+    names = {"ModelConfig": ModelConfig, "DateTrainer": DateTrainer, "TrainConfig": TrainConfig,
+             "build_attention_graph": build_attention_graph, "tempfile": tempfile}
+    exec(compile(cell.source.replace("print(", "(lambda *a, **k: None)("), "<cell>", "exec"), names)
+    today = names["graph"].pipe(format="svg").decode()
+    assert svg_texts(committed) == svg_texts(today), "re-execute notebooks/date_transformer.ipynb and commit it"
+    meaning = convention("mask", np.zeros((1, 1), bool))[1]
+    assert meaning in " ".join(svg_texts(committed))
+
+
+def test_the_date_notebooks_text_states_the_graphs_convention():
+    notebook = nbformat.read(os.path.join(NOTEBOOKS, "date_transformer.ipynb"), as_version=4)
+    text = " ".join(cell.source for cell in notebook.cells if cell.cell_type == "markdown")
+    assert "dark = True = may attend" in " ".join(text.split())
+    assert "dark cells are filled" not in text
+
+
+def test_the_translation_exercise_labels_rows_by_what_they_write_and_answers_all_three():
+    cell = code_cell("attention_from_next_word.ipynb", "writing the '1' of 1845")
+    printed = "".join(out.get("text", "") for out in cell.outputs if out.get("name") == "stdout")
+    for number in ("(1) row '<sos> → J'", "(2) yes", "(3) row '␣ → 1'"):
+        assert number in printed, printed
+    # the answer to (3): the year's first digit, not the month's '1' (the same character)
+    first, month = re.search(r"puts ([\d.]+) of its weight on the year's first digit .* and ([\d.]+) on the month's",
+                             printed).groups()
+    assert float(first) > 0.5 > float(month)
