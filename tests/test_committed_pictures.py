@@ -26,7 +26,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 IMAGES = os.path.join(REPO, "docs", "images")
 PAGES = ["README.md"] + sorted(os.path.join("docs", name) for name in os.listdir(os.path.join(REPO, "docs"))
                                if name.endswith(".md"))
-REFRESH = "draw it again (python examples/make_readme_images.py --seed 0) or record it (examples/readme_picture_facts.py)"
+REFRESH = ("draw it again (python examples/make_readme_images.py --seed 0) "
+           "or record it (python examples/readme_picture_facts.py)")
 
 
 def load_script():
