@@ -303,7 +303,7 @@ def _check_stored_sizes(path, trainer):
 def _train_stopped(error, out_dir, command="dates-train") -> int:
     """The one line and exit code of a run that could not finish."""
     from transformer.parallel.ranks import RankLost
-    from transformer.training.interrupt import TrainingInterrupted
+    from transformer.training.session import TrainingInterrupted
 
     if isinstance(error, RankLost):
         print(f"stopped: {error}; {out_dir} keeps its last checkpoint, if any; resume with: {command} --resume "
