@@ -37,6 +37,7 @@ import numpy as np
 from minigrad.flat import FlatParameters
 from transformer.parallel.data_parallel import PIECES, BatchPieces, StepGradients, combine, joined_rows, pieces
 from transformer.parallel.interrupt import GracefulInterrupt
+from transformer.parallel.processes import pid_alive
 
 SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
 RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "MV2_COMM_WORLD_RANK")
@@ -152,7 +153,7 @@ class Job:
                 now = time.monotonic()
                 if now - checked > LIVENESS_SECONDS:
                     checked = now
-                    gone = [pid for pid in self.neighbours if not _alive(pid)]
+                    gone = [pid for pid in self.neighbours if not pid_alive(pid)]
                     if gone or now - start > STALL_SECONDS:
                         raise RankLost(f"a process of the MPI job ended {_when(step)} "
                                        f"({'pid ' + str(gone[0]) if gone else f'no answer in {STALL_SECONDS:.0f} s'})")
@@ -223,16 +224,6 @@ def _machine_tag() -> int:
         boot = ""
     digest = hashlib.blake2b(f"{socket.gethostname()} {boot}".encode(), digest_size=8).digest()
     return int(np.frombuffer(digest, np.int64)[0])
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class AgreedInterrupt(GracefulInterrupt):
