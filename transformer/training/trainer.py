@@ -175,14 +175,17 @@ class Trainer(ABC):
         """One optimizer step: a fresh batch, its loss and gradients, clip, Adam, the learning-rate schedule."""
         batch = self.sample_batch()
         lr = self.optimizer.lr
-        step = self.gradients(batch)        # batch_loss(batch).backward(), spread over the workers: every .grad
-        estimate = self.batch_estimate(step.rows)           # of the model this batch saw
+        # forward, loss and backward of the batch (loss.backward() in one process; here its pieces
+        # spread over threads or MPI ranks, transformer/parallel/): every parameter's .grad is set
+        computed = self.gradients(batch)
+        estimate = self.batch_estimate(computed.rows)       # of the model this batch saw
         grad_norm = optim.clip_grad_norm(self.flat_params, self.config.clip) if self.config.clip else None
         self.optimizer.step()
         self.schedule.step()
         self.step += 1
-        return {"step": self.step, "loss": step.loss, "lr": lr, "grad_norm": grad_norm, "tokens": step.tokens,
-                "batch_exact_match": estimate, "blas_threads": step.blas_threads, "workers": step.workers}
+        return {"step": self.step, "loss": computed.loss, "lr": lr, "grad_norm": grad_norm,
+                "tokens": computed.tokens, "batch_exact_match": estimate,
+                "blas_threads": computed.blas_threads, "workers": computed.workers}
 
     def _draws_dropout(self) -> bool:
         """Whether the model draws dropout masks: then its pieces run one after the other (one
