@@ -120,8 +120,8 @@ def test_a_profiled_step_runs_its_pieces_on_the_thread_the_profile_watches():
         with minigrad.profile() as profile:
             watched = trainer.train_step()
         unwatched = trainer.train_step()
-    assert (watched["workers"], unwatched["workers"]) == (1, 2)
     assert profile.rows[("CrossEntropy", "backward")][0] == 2      # both pieces' losses, seen by the profile
+    assert (watched["workers"], unwatched["workers"]) == (1, 2)
 
 
 def test_the_parallel_room_imports_nothing_from_training():
