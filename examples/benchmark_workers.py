@@ -31,7 +31,7 @@ if REPO not in sys.path:
 
 from benchmark_sizes import BATCH, SIZES, TGT_LEN  # noqa: E402
 from transformer.models.config import ModelConfig  # noqa: E402
-from transformer.parallel.data_parallel import _second_worker  # noqa: E402
+from transformer.parallel.data_parallel import second_worker  # noqa: E402
 from transformer.parallel.threads import blas_threads  # noqa: E402
 from transformer.training.dates import DateTrainer  # noqa: E402
 from transformer.training.trainer import TrainConfig  # noqa: E402
@@ -89,7 +89,7 @@ def product_times(d_model, d_ff, rows, pairs):
     first, second = trio(), trio()
 
     def together():
-        handed = _second_worker().submit(second)
+        handed = second_worker().submit(second)
         first()
         handed.result()
     with blas_threads(1):

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from transformer.commands import dates as cli
+from transformer.commands import training_command
 from transformer.models.config import ModelConfig
 from transformer.tasks.dates import SRC_LEN, decode_batch, encode_batch
 from transformer.decoding import beam_search, greedy_decode
@@ -338,7 +339,7 @@ def test_compile_notice_only_when_the_training_kernels_are_cold(capsys, monkeypa
     monkeypatch.setattr(minigrad.kernels, "cache_is_cold", lambda training=True: cold and training)
     compiled = []
     monkeypatch.setattr(minigrad.kernels, "compile_training_kernels", lambda: compiled.append(True))
-    cli._compile_if_cold(6)
+    training_command.compile_if_cold(6)
     assert capsys.readouterr().err == ("compiling kernels, first run only: ~6 s\n" if cold else "")
     assert compiled == ([True] if cold else [])
 

@@ -5,6 +5,7 @@ import re
 
 import pytest
 
+from transformer.commands import console, training_command
 from transformer.commands import dates as cli
 
 MAINS = [name for name in dir(cli) if name.endswith("_main") and not name.startswith("_")]
@@ -18,7 +19,7 @@ def parser_of(main, monkeypatch):
         caught.append(self)
         raise SystemExit(0)
 
-    monkeypatch.setattr(cli._Parser, "parse_args", catch)
+    monkeypatch.setattr(console.Parser, "parse_args", catch)
     with pytest.raises(SystemExit):
         getattr(cli, main)([])
     return caught[0]
@@ -59,4 +60,4 @@ def test_the_compile_notice_and_the_docs_give_the_same_figure():
     from pathlib import Path
     readme = (Path(__file__).resolve().parents[1] / "docs" / "dates.md").read_text(encoding="utf-8")
     quoted = re.search(r"The first run compiles the Numba kernels \(~(\d+) s", readme)
-    assert quoted and int(quoted.group(1)) == cli.COMPILE_SECONDS
+    assert quoted and int(quoted.group(1)) == training_command.COMPILE_SECONDS

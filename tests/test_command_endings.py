@@ -19,6 +19,7 @@ import pytest
 from processes import ignored_signals, wait_for
 
 from transformer.commands import dates as cli
+from transformer.commands import training_command
 from transformer.commands import next_word as next_word_cli
 from transformer.files.run_dir import LOCK_NAME, RunLock
 
@@ -95,11 +96,11 @@ def test_a_signal_during_the_summary_says_the_run_had_finished(signal_name, star
 STARTUP_SIGTERM = """
 import os, signal, sys
 sys.path.insert(0, {repo!r})
-from transformer.commands import dates as cli
+from transformer.commands import dates as cli, training_command
 def sigterm_while_compiling(seconds):
     os.kill(os.getpid(), signal.SIGTERM)
     import time; time.sleep(30)
-cli._compile_if_cold = sigterm_while_compiling
+training_command.compile_if_cold = sigterm_while_compiling
 sys.exit(cli.train_main(sys.argv[1:]))
 """
 
@@ -152,7 +153,7 @@ def test_the_lock_holds_the_pid_and_the_command(tmp_path):
 def test_a_warning_is_one_plain_line(tmp_path, capsys, monkeypatch):
     def warn_then_print(trainer):
         warnings.warn("the second half stopped; the steps go on with it on a thread", RuntimeWarning)
-    monkeypatch.setattr(cli, "_print_model", warn_then_print)
+    monkeypatch.setattr(training_command, "print_model", warn_then_print)
     assert cli.train_main(["--out", str(tmp_path / "run"), *TINY]) == 0
     err = capsys.readouterr().err
     assert "warning: the second half stopped; the steps go on with it on a thread\n" in err, err

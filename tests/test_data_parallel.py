@@ -96,11 +96,40 @@ def test_run_pieces_keeps_the_jobs_order_and_refuses_other_counts():
 
 
 def test_the_halves_rows_give_the_whole_batch_exact_match():
-    """Each half marks its own rows right or wrong (in its thread); the batch's estimate is their mean."""
+    """Each half marks its own rows right or wrong (in its thread); the seam joins them into the
+    batch's rows, whose mean is the batch's estimate."""
     trainer = DateTrainer(SMALL, TrainConfig(steps=10, batch_size=8, eval_every=0, checkpoint_every=0))
     _, tgt = trainer.data.sample_batch(np.random.default_rng(2), 8)
     targets = tgt[:, 1:]
     logits = np.eye(SMALL.vocab_size, dtype=np.float32)[targets]      # every row right ...
     logits[[1, 5, 6], 2] = np.roll(logits[[1, 5, 6], 2], 1, axis=-1)  # ... but three
-    halves = [rows_exactly_right(logits[lo:hi], targets[lo:hi]) for lo, hi in data_parallel.pieces(8)]
-    assert trainer.batch_estimate(halves) == teacher_forced_exact_match(logits, targets) == 5 / 8
+    results = [(0.0, 0, None, rows_exactly_right(logits[lo:hi], targets[lo:hi]))
+               for lo, hi in data_parallel.pieces(8)]
+    rows = data_parallel.joined_rows(results)
+    np.testing.assert_array_equal(rows, rows_exactly_right(logits, targets))
+    assert trainer.batch_estimate(rows) == teacher_forced_exact_match(logits, targets) == 5 / 8
+
+
+def test_a_profiled_step_runs_its_pieces_on_the_thread_the_profile_watches():
+    """A profile sees one thread's ops: the seam runs the pieces there, whatever the worker count,
+    so the loop needs no switch of its own for it (and the bits stay the same)."""
+    import minigrad
+    trainer = DateTrainer(SMALL, TrainConfig(steps=10, batch_size=16, eval_every=0, checkpoint_every=0))
+    trainer.gradients.workers = 2
+    with blas_threads(1):
+        with minigrad.profile() as profile:
+            watched = trainer.train_step()
+        unwatched = trainer.train_step()
+    assert profile.rows[("CrossEntropy", "backward")][0] == 2      # both pieces' losses, seen by the profile
+    assert (watched["workers"], unwatched["workers"]) == (1, 2)
+
+
+def test_the_parallel_room_imports_nothing_from_training():
+    """Arrows point down: the training loop uses transformer/parallel/, never the other way."""
+    import ast
+    import pathlib
+    room = pathlib.Path(data_parallel.__file__).parent
+    upward = [f"{path.name}: {node.module}" for path in sorted(room.glob("*.py"))
+              for node in ast.walk(ast.parse(path.read_text()))
+              if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("transformer.training")]
+    assert upward == []

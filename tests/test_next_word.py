@@ -71,8 +71,8 @@ def test_a_training_batch_holds_every_kind_and_scores_the_answer_and_eos(tmp_pat
     trainer = tiny_trainer(tmp_path)
     sentences = trainer.training_sentences()
     assert len(sentences) == trainer.config.batch_size and {s.kind for s in sentences} == set(KINDS)
-    loss, tokens, _ = trainer.rows_loss(*trainer.sample_batch())
-    estimate = trainer.batch_estimate([None])
+    loss, tokens, rows = trainer.batch_loss(trainer.sample_batch())
+    estimate = trainer.batch_estimate(rows)
     assert loss.shape == () and 0.0 <= estimate <= 1.0
     assert tokens == 2 * trainer.config.batch_size   # the scored word and <eos> of each sentence
 

@@ -141,7 +141,7 @@ class _GuardedOutput:
 
 
 def _stdout_lost(error):
-    from transformer.training.interrupt import request_stop
+    from transformer.parallel.interrupt import request_stop
     if not request_stop():               # a training run saves its last step first, then stops
         raise OutputLost(error)
 

@@ -4,19 +4,21 @@
     next-word-complete "on monday ann went to the bakery and bought a"
     echo "bob gave the cup to ann . now the cup is held by" | next-word-complete
 
-The same conventions as dates-train and dates-translate (``cli.py``, whose training run and
-options they share): a progress bar, atomic checkpoints in a run folder under runs/, Ctrl-C
-saves the last step and says how to resume, one-line errors and exit 2, stdin read a line at
-a time. The language, its sentence kinds and its split: ``transformer/tasks/language.py``.
+The same conventions as dates-train and dates-translate, whose training run, options and
+stdin reading they share (``training_command.py``, ``decoding_command.py``): a progress bar,
+atomic checkpoints in a run folder under runs/, Ctrl-C saves the last step and says how to
+resume, one-line errors and exit 2, stdin read a line at a time. The language, its sentence kinds and its split: ``transformer/tasks/language.py``.
 """
 import os
 import sys
 
 import numpy as np
 
-from transformer.commands.dates import (TrainingCommand, _decoding_kernels, _finite, _model_options, _optimizer_options, _run_options,
-                  _stopping_options, _train_out_dir, read_stdin, run_training, train_values)
 from transformer.commands.console import EXIT_USAGE, Parser, console_script, fail, path_argument
+from transformer.commands.decoding_command import decoding_kernels, read_stdin
+from transformer.commands.training_command import (TrainingCommand, add_model_options, add_optimizer_options,
+                                                   add_run_options, add_stopping_options, finite, new_run_folder,
+                                                   reword_help, run_training, train_values)
 
 DEFAULT_OUT = os.path.join("runs", "next-word")
 DEFAULT_CHECKPOINT = os.path.join(DEFAULT_OUT, "model.npz")
@@ -41,38 +43,30 @@ Ctrl-C saves the last completed step; --resume continues it exactly."""
 # ------------------------------------------------------------------- train
 def _train_parser():
     from transformer.training.next_word import default_model_config, default_train_config
-    from transformer.training.trainer import SCHEDULES
 
     p = Parser(prog="next-word-train", description=TRAIN_DESCRIPTION)
     t = default_train_config()
-    _run_options(p.add_argument_group("the run"), t)
-    _help(p, "out", f"folder for the checkpoint and training log (default: {DEFAULT_OUT}, or {DEFAULT_OUT}-2, "
-                    "-3 ... when an earlier run is there; with --resume the checkpoint's folder)")
-    _stopping_options(p.add_argument_group("when to stop"), t)
-    _help(p, "target_accuracy", f"stop when every kind's held-out accuracy reaches this fraction at the end of "
-                                f"the cool-down (default: {t.target_accuracy}); 0 = train --max-steps steps")
-    _help(p, "steps", f"at most this many optimizer steps in all (default: {t.steps})")
-    _help(p, "cooldown_at", "the lowest kind's accuracy on the last 4 steps' held-out samples that starts the "
-                            "cool-down (at most --target-accuracy)")
-    _optimizer_options(p.add_argument_group("optimizer and data"), t, SCHEDULES)
-    _help(p, "batch_size", "sentences per training step")
-    _model_options(p.add_argument_group("the model (a new run; --resume keeps the checkpoint's)"),
-                   default_model_config(), architecture=False)
-    _help(p, "layers", "blocks of causal self-attention and feed-forward")
-    _help(p, "snapshot_every", "record the attention maps (every layer and head) of one held-out sentence of each "
-                               "kind at step 0, every N steps and at the last step, into attention_snapshots.npz "
-                               "in the run folder (transformer.training.snapshots.load_snapshots reads it) (default: 0 = "
-                               "none; with --resume: the run's own setting)")
+    add_run_options(p.add_argument_group("the run"), t, DEFAULT_OUT)
+    add_stopping_options(p.add_argument_group("when to stop"), t)
+    reword_help(p, "target_accuracy", f"stop when every kind's held-out accuracy reaches this fraction at the end of "
+                   f"the cool-down (default: {t.target_accuracy}); 0 = train --max-steps steps")
+    reword_help(p, "steps", f"at most this many optimizer steps in all (default: {t.steps})")
+    reword_help(p, "cooldown_at", "the lowest kind's accuracy on the last 4 steps' held-out samples that starts the "
+                   "cool-down (at most --target-accuracy)")
+    add_optimizer_options(p.add_argument_group("optimizer and data"), t)
+    reword_help(p, "batch_size", "sentences per training step")
+    add_model_options(p.add_argument_group("the model (a new run; --resume keeps the checkpoint's)"),
+                      default_model_config(), architecture=False)
+    reword_help(p, "layers", "blocks of causal self-attention and feed-forward")
+    reword_help(p, "snapshot_every", "record the attention maps (every layer and head) of one held-out sentence of each "
+                   "kind at step 0, every N steps and at the last step, into attention_snapshots.npz "
+                   "in the run folder (transformer.training.snapshots.load_snapshots reads it) (default: 0 = "
+                   "none; with --resume: the run's own setting)")
     return p
 
 
-def _help(parser, dest, text):
-    """Reword one shared option's help for this command (the options are dates-train's)."""
-    next(action for action in parser._actions if action.dest == dest).help = text
-
-
 def _out_dir(args) -> str:
-    return _train_out_dir(args, DEFAULT_OUT)
+    return new_run_folder(args, DEFAULT_OUT)
 
 
 def _new_trainer(args, out_dir):
@@ -135,7 +129,7 @@ def _complete_parser():
     p.add_argument("--checkpoint", default=None, type=path_argument,
                    help=f"the model next-word-train wrote (default: the newest finished run's, {DEFAULT_CHECKPOINT} "
                         f"or {DEFAULT_OUT}-N/model.npz)")
-    p.add_argument("--temperature", type=_finite, default=0.0, metavar="T",
+    p.add_argument("--temperature", type=finite, default=0.0, metavar="T",
                    help="sample each word from softmax(logits / T); 0 = greedy, the most likely word")
     p.add_argument("--top-k", type=int, default=None, metavar="K",
                    help="with --temperature: sample among the K most likely words (default: all)")
@@ -228,7 +222,7 @@ def _completer(model, args):
     rng = np.random.default_rng(args.seed)
 
     def write(text, words):
-        with _decoding_kernels():             # one short sequence: the kernels' numpy twins are as fast
+        with decoding_kernels():             # one short sequence: the kernels' numpy twins are as fast
             continuation = complete(model, words, args.max_words, args.temperature, args.top_k, rng)
         print(f"{text} -> {' '.join(continuation)}", flush=True)
         if not continuation:

@@ -20,6 +20,7 @@ import sys
 import time
 
 from transformer.files.output_folder import make_output_folder
+from transformer.parallel.processes import pid_alive
 
 CHECKPOINT_NAME = "model.npz"
 LOG_NAME = "train_log.jsonl"
@@ -77,7 +78,7 @@ def run_folders(base: str = DEFAULT_RUN) -> list:
 
 def _live_lock(folder: str) -> bool:
     owner = RunLock(folder)._owner()
-    return owner is not None and (owner == os.getpid() or _pid_alive(owner))
+    return owner is not None and (owner == os.getpid() or pid_alive(owner))
 
 
 def holds_a_run(folder: str) -> bool:
@@ -126,18 +127,6 @@ def remove_stale_temporaries(folder: str):
             os.remove(path)
         except OSError:
             pass
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:          # alive, but another user's
-        return True
-    except OSError:
-        return False
-    return True
 
 
 _BEING_WRITTEN = "being written"
@@ -200,7 +189,7 @@ class RunLock:
             text = f.read()
             owner = self._parse(text)
             if owner == _BEING_WRITTEN or (owner is not None and owner > 0 and owner != os.getpid()
-                                           and _pid_alive(owner)):
+                                           and pid_alive(owner)):
                 pid = "?" if owner == _BEING_WRITTEN else owner
                 raise RunFolderError(f"another {_holder(text)} (pid {pid}) is writing to "
                                      f"{os.path.dirname(self.path)}; wait for it to finish or choose another --out")

@@ -21,9 +21,11 @@ between them (the engine's bookkeeping) still takes turns. The piece count is pa
 arithmetic: another count gives other bits, and each piece pays the engine's per-op Python
 once more (4 pieces cost about 15% more a step than 2: docs/mpi.md).
 
-``BatchPieces`` is the seam the training loop sees: called with a batch, it sets every
-parameter's ``.grad`` and returns the loss. The loop knows nothing of workers, threads or
-ranks; ``ranks.step_gradients`` makes the seam this process needs.
+``BatchPieces`` is the seam the training loop sees, once: its step calls ``gradients(batch)``,
+which sets every parameter's ``.grad`` as the whole batch's ``loss.backward()`` would, and its
+run is one ``with gradients.running():`` (threads, memory, Ctrl-C). The loop knows nothing of
+pieces, workers, threads or ranks, and the task only scores a batch (``batch_loss``: each piece
+is a batch to it); ``ranks.step_gradients`` makes the seam this process needs.
 
 Not shared between the pieces: each builds its own graph and receives its own gradients
 (``minigrad.autograd.grad``: nothing is written to any ``.grad`` until the sum). With the
@@ -35,22 +37,24 @@ runs its pieces one after the other, whatever ``workers`` says.
 """
 import contextlib
 from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
 
 import numpy as np
 
 import minigrad
-from minigrad import autograd
+from minigrad import autograd, observers
 from minigrad.flat import FlatParameters
 from transformer.parallel.memory import freed_memory_kept
 from transformer.parallel.threads import TrainingThreads, blas_threads
-from transformer.training.interrupt import GracefulInterrupt
+from transformer.parallel.interrupt import GracefulInterrupt
 
 PIECES = 2          # the default cut (TrainConfig.pieces): part of the arithmetic, not of the machine
 
 _helper = None      # the second worker, made on first use and kept (a thread costs ~100 µs to start)
 
 
-def _second_worker():
+def second_worker() -> ThreadPoolExecutor:
+    """The persistent helper thread that runs the second half of the pieces (made on first use)."""
     global _helper
     if _helper is None:
         _helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="minigrad-half")
@@ -73,7 +77,7 @@ def run_pieces(jobs, workers: int):
     if workers == 1 or len(jobs) < 2:
         return [job() for job in jobs]
     mine = len(jobs) // 2
-    handed = _second_worker().submit(lambda: [job() for job in jobs[mine:]])
+    handed = second_worker().submit(lambda: [job() for job in jobs[mine:]])
     first = [job() for job in jobs[:mine]]
     return first + handed.result()
 
@@ -155,65 +159,76 @@ def _array(gradient):
     return gradient.data if isinstance(gradient, minigrad.Tensor) else gradient
 
 
+class StepGradients(NamedTuple):
+    """What a step's gradients came with: the batch's mean loss, its scored tokens, the task's
+    per-row outcome of the whole batch (``batch_loss``'s third value, the pieces' joined; None
+    if the task gives none), and how the step ran (for the log)."""
+    loss: float
+    tokens: int
+    rows: object
+    workers: int
+    blas_threads: int
+
+
 class BatchPieces:
-    """A training step's gradients from its batch's fixed pieces, on one or two threads.
+    """The seam between the training loop and the workers: a batch's gradients from its fixed pieces.
 
-    ``gradients(batch)`` -> (mean loss, tokens, the pieces' extras), with every parameter's
-    ``.grad`` set: ``rows_loss(*rows)`` -> (mean loss Tensor, tokens, extra) scores some rows of
-    the batch (a tuple of arrays whose rows are its examples). How many threads run the pieces
-    comes from ``threads`` (``TrainingThreads``: the run's policy, ``running()`` sets it) unless
-    ``workers`` fixes it; ``in_order`` (a model that draws dropout) keeps them on one thread.
-    ``writer``: this process writes the run's log, checkpoints and snapshots (one process of an
-    MPI job writes for all: ``transformer/parallel/ranks.py``).
+    The loop enters ``running()`` once around its steps and calls ``gradients(batch)`` once a
+    step: each piece of the batch is a batch of its own, scored by the task's
+    ``batch_loss(batch)`` -> (mean loss Tensor over its scored tokens, how many, per-row outcome
+    or None) and differentiated on a worker; their gradients, each weighted by its share of the
+    tokens, summed in piece order into every parameter's ``.grad``: as ``loss.backward()`` of the
+    whole batch would, up to the order of the sums. Returns a ``StepGradients``.
+
+    How many threads run the pieces comes from ``threads`` (``TrainingThreads``: the run's policy,
+    ``running()`` sets it) unless ``workers`` fixes it. They run on the calling thread when it
+    is watched (``minigrad.profile()``, which sees one thread's ops), and for a model that draws
+    dropout (``in_order``: one generator, a fixed order of draws).
     """
-    writer = True
 
-    def __init__(self, params: FlatParameters, rows_loss, in_order: bool = False, count: int = PIECES):
-        self.params, self.rows_loss, self.in_order, self.count = params, rows_loss, in_order, count
+    def __init__(self, params: FlatParameters, batch_loss, in_order: bool = False, count: int = PIECES):
+        self.params, self.batch_loss, self.in_order, self.count = params, batch_loss, in_order, count
         self.buckets = [params.new_array() for _ in range(count)]     # each piece's gradients
         self.threads = None          # the run's TrainingThreads (made on first use if no run set one)
         self.workers = None          # a fixed worker count (1 or 2), else the threads' policy chooses
-        self.last_step = {}          # how the last step ran: blas_threads, workers (for the log)
 
     @contextlib.contextmanager
     def running(self, setting=None):
         """A training run: BLAS limited to the run's thread count throughout (also for the optimizer's
-        and the clip's products), freed memory kept for the next step (``memory.py``); ``setting`` as
-        ``TrainingThreads`` reads it, or a ``TrainingThreads`` to go on with (its policy keeps what it
-        learnt)."""
+        and the clip's products), freed memory kept for the next step (``memory.py``), Ctrl-C and
+        SIGTERM noted for the loop (yields the ``interrupt.GracefulInterrupt``). ``setting`` as
+        ``TrainingThreads`` reads it, or a ``TrainingThreads`` to go on with (its policy keeps what
+        it learnt)."""
         self.threads = setting if isinstance(setting, TrainingThreads) else TrainingThreads(setting)
-        with blas_threads(self.threads.blas), freed_memory_kept():
-            yield self
+        with blas_threads(self.threads.blas), freed_memory_kept(), self._interrupt() as interrupt:
+            yield interrupt
 
-    def interrupt(self):
-        """Ctrl-C and SIGTERM for the run's loop: ``interrupt.GracefulInterrupt``."""
+    def _interrupt(self) -> GracefulInterrupt:
         return GracefulInterrupt()
 
-    @contextlib.contextmanager
-    def one_worker(self, only: bool = True):
-        """Within the block the pieces run on the calling thread (the profiler watches one thread)."""
-        previous, self.workers = self.workers, 1 if only else self.workers
-        try:
-            yield
-        finally:
-            self.workers = previous
+    def __call__(self, batch) -> StepGradients:
+        results, workers, blas = self.piece_results(batch, range(self.count))
+        loss, tokens = combine(self.params, results, workers)
+        return StepGradients(loss, tokens, joined_rows(results), workers, blas)
 
-    def __call__(self, batch):
-        results = self.piece_results(batch, range(self.count))
-        loss, tokens = combine(self.params, results, self.last_step["workers"])
-        return loss, tokens, [extra for *_, extra in results]
-
-    def piece_results(self, batch, which) -> list:
-        """The results (``piece_gradients``) of the pieces ``which`` of ``batch`` that hold rows, in order."""
+    def piece_results(self, batch, which) -> tuple:
+        """(the results (``piece_gradients``) of the pieces ``which`` of ``batch`` that hold rows, in
+        order; the workers that ran them; BLAS's thread count)."""
         threads = self.threads = self.threads or TrainingThreads()
         cut = pieces(len(batch[0]), self.count)
         jobs = [self._job(tuple(part[lo:hi] for part in batch), self.buckets[i])
                 for i, (lo, hi) in enumerate(cut) if i in which and hi > lo]
-        workers = 1 if self.in_order else self.workers or threads.current
+        watched = bool(observers.watching.observers)      # a profile sees only this thread's ops
+        workers = 1 if self.in_order or watched else self.workers or threads.current
         with threads.step() as blas:
             results = run_pieces(jobs, workers)
-        self.last_step = {"blas_threads": blas, "workers": workers}
-        return results
+        return results, workers, blas
 
-    def _job(self, rows, bucket):
-        return lambda: piece_gradients(self.params, lambda: self.rows_loss(*rows), bucket)
+    def _job(self, piece, bucket):
+        return lambda: piece_gradients(self.params, lambda: self.batch_loss(piece), bucket)
+
+
+def joined_rows(results):
+    """The pieces' per-row outcomes (``batch_loss``'s third value) as the whole batch's, in row order."""
+    rows = [extra for *_, extra in results]
+    return None if any(r is None for r in rows) else np.concatenate(rows)

@@ -10,7 +10,7 @@ piece exactly as it was computed) and every rank adds them up in piece order wit
 bits of the plain command: the sum's order is the pieces', never the network's (``Allreduce``
 would add in an order its algorithm picks, which changes with P and the message size).
 
-Only rank 0 writes the log, the checkpoints and the snapshots, and prints (``writer``); the
+Only rank 0 writes the log, the checkpoints and the snapshots, and prints (``writes_the_run``); the
 others train alike and stay silent. Ctrl-C or SIGTERM to ``mpiexec`` reaches every rank: a rank
 notes the request and tells the others with its next exchange (``AgreedInterrupt``), so all stop
 after the same step and rank 0 saves it. A rank that ends while the others wait for it (killed,
@@ -35,8 +35,9 @@ import time
 import numpy as np
 
 from minigrad.flat import FlatParameters
-from transformer.parallel.data_parallel import PIECES, BatchPieces, combine, pieces
-from transformer.training.interrupt import GracefulInterrupt
+from transformer.parallel.data_parallel import PIECES, BatchPieces, StepGradients, combine, joined_rows, pieces
+from transformer.parallel.interrupt import GracefulInterrupt
+from transformer.parallel.processes import pid_alive
 
 SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
 RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "MV2_COMM_WORLD_RANK")
@@ -152,7 +153,7 @@ class Job:
                 now = time.monotonic()
                 if now - checked > LIVENESS_SECONDS:
                     checked = now
-                    gone = [pid for pid in self.neighbours if not _alive(pid)]
+                    gone = [pid for pid in self.neighbours if not pid_alive(pid)]
                     if gone or now - start > STALL_SECONDS:
                         raise RankLost(f"a process of the MPI job ended {_when(step)} "
                                        f"({'pid ' + str(gone[0]) if gone else f'no answer in {STALL_SECONDS:.0f} s'})")
@@ -225,16 +226,6 @@ def _machine_tag() -> int:
     return int(np.frombuffer(digest, np.int64)[0])
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 class AgreedInterrupt(GracefulInterrupt):
     """Ctrl-C and SIGTERM counted by the whole job: a signal (or ``request_stop``) only marks
     ``pending``; ``requested``, which the loop reads after each step, turns true on every rank
@@ -254,8 +245,8 @@ class RankPieces(BatchPieces):
     """``BatchPieces`` over the ranks of an MPI job: this rank computes its pieces of each batch
     (on one or two threads), the ranks exchange them, every rank combines all in piece order."""
 
-    def __init__(self, params, rows_loss, in_order: bool = False, count: int = PIECES):
-        super().__init__(params, rows_loss, in_order, count)
+    def __init__(self, params, batch_loss, in_order: bool = False, count: int = PIECES):
+        super().__init__(params, batch_loss, in_order, count)
         self.job = job()
         if self.count % self.job.size:
             raise JobError(f"mpiexec -n {self.job.size}: the processes must divide the run's {self.count} "
@@ -275,11 +266,7 @@ class RankPieces(BatchPieces):
         for j, piece in enumerate(self.mine):
             self.buckets[piece] = self.sent[j]          # a piece's gradients land where they are sent from
 
-    @property
-    def writer(self) -> bool:
-        return self.job.writer
-
-    def interrupt(self):
+    def _interrupt(self) -> AgreedInterrupt:
         self.stop_watch = AgreedInterrupt()
         return self.stop_watch
 
@@ -289,7 +276,7 @@ class RankPieces(BatchPieces):
 
     def __call__(self, batch):
         self.steps += 1
-        results = self.piece_results(batch, self.mine)
+        results, workers, blas = self.piece_results(batch, self.mine)
         present = [i for i, (lo, hi) in enumerate(pieces(len(batch[0]), self.count)) if hi > lo]
         header, extras = self._pack(results, [i for i in present if i in self.mine])
         comm, requests = self.job.comm, []
@@ -303,8 +290,8 @@ class RankPieces(BatchPieces):
         if self.stop_watch is not None and self.headers[:, 0].any():
             self.stop_watch.agreed = True                  # every rank stops after this step
         results = self._unpack(gathered, sizes)
-        loss, tokens = combine(self.params, results, self.last_step["workers"])
-        return loss, tokens, [extra for *_, extra in results]
+        loss, tokens = combine(self.params, results, workers)
+        return StepGradients(loss, tokens, joined_rows(results), workers, blas)
 
     def _pack(self, results, present):
         """This rank's header (floats), buckets (into ``sent``) and extras (bytes) of its pieces."""
@@ -371,9 +358,15 @@ def silence_other_ranks():
         sys.stdout = sys.stderr = open(os.devnull, "w")
 
 
-def step_gradients(params: FlatParameters, rows_loss, in_order: bool = False, count: int = PIECES):
+def step_gradients(params: FlatParameters, batch_loss, in_order: bool = False, count: int = PIECES):
     """The seam of this process: ``BatchPieces``, or in an MPI job of several processes the ranks'
     (``ranks.RankPieces``: each process computes its share of the ``count`` pieces)."""
     if job_size() > 1:
-        return RankPieces(params, rows_loss, in_order, count)
-    return BatchPieces(params, rows_loss, in_order, count)
+        return RankPieces(params, batch_loss, in_order, count)
+    return BatchPieces(params, batch_loss, in_order, count)
+
+
+def writes_the_run() -> bool:
+    """Whether this process writes the run's log, checkpoints and snapshots: a plain run does, and
+    in an MPI job rank 0 does for all (the others train alike)."""
+    return job_size() == 1 or job().writer

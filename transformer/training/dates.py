@@ -30,19 +30,19 @@ class DateTrainer(Trainer):
         return DateDataset()
 
     def sample_batch(self) -> tuple:
-        """One training batch: arrays whose rows are its examples (the pieces cut these rows)."""
+        """One training batch: (dates, their answers), a row per example."""
         return self.data.sample_batch(self.data_rng, self.config.batch_size)
 
-    def rows_loss(self, src, tgt):
-        """-> (mean loss over the scored tokens, how many, what ``batch_estimate`` reads) of some
-        rows of a batch."""
+    def batch_loss(self, batch: tuple):
+        """-> (mean loss over the scored tokens, how many, which rows were exactly right) of a batch."""
+        src, tgt = batch
         loss, logits, targets = teacher_forced(self.model, src, tgt, self.config.label_smoothing)
-        return loss, int(scored(targets).sum()), rows_exactly_right(logits.data, targets)  # in the half's thread
+        return loss, int(scored(targets).sum()), rows_exactly_right(logits.data, targets)
 
-    def batch_estimate(self, extras) -> float:
+    def batch_estimate(self, rows) -> float:
         """The batch's free estimate of held-out exact match (``teacher_forced_exact_match``: the
-        stopping rule's cool-down signal), from its pieces' ``rows_loss`` extras: which rows were right."""
-        return float(np.concatenate(extras).mean())
+        stopping rule's cool-down signal), from which of its rows were exactly right."""
+        return float(rows.mean())
 
     def snapshot_probe(self, model):
         return date_probe(model)

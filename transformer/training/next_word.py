@@ -99,7 +99,8 @@ class NextWordTrainer(Trainer):
         scored[np.arange(len(scored)), batch.answer_position + 1] = True    # the <eos> after the scored word
         return batch.inputs, np.where(scored, batch.targets, IGNORE)
 
-    def rows_loss(self, inputs, targets):
+    def batch_loss(self, batch: tuple):
+        inputs, targets = batch
         logits = self.model(inputs)
         loss = F.cross_entropy(logits, targets, ignore_index=IGNORE, label_smoothing=self.config.label_smoothing)
         return loss, int((targets != IGNORE).sum()), None
@@ -112,7 +113,7 @@ class NextWordTrainer(Trainer):
         kinds = list(dict.fromkeys(example.kind for example in examples))
         return kinds, lambda model: [accuracy_by_kind(model, examples)["per_kind"][kind] for kind in kinds]
 
-    def batch_estimate(self, extras) -> float:
+    def batch_estimate(self, rows) -> float:
         return self.held_out_estimate()
 
     def held_out_estimate(self) -> float:

@@ -13,7 +13,7 @@ The attention snapshots (``--snapshot-every``) are an observer of the same kind,
 ``snapshots.AttentionSnapshots``.
 
 The thread policy is ``transformer.parallel.threads.TrainingThreads``, the interrupt
-``interrupt.GracefulInterrupt``, the evaluation cadence and stopping rule
+``transformer.parallel.interrupt.GracefulInterrupt``, the evaluation cadence and stopping rule
 ``Trainer._evaluation_due`` and ``stopping.TargetStop``.
 """
 import contextlib
@@ -25,8 +25,15 @@ import numpy as np
 
 import minigrad
 
-from transformer.training.interrupt import TrainingInterrupted
 from transformer.files.run_dir import LOG_NAME, cut_log
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Raised by ``Trainer.run`` after it saved the last completed step (Ctrl-C, SIGTERM)."""
+
+    def __init__(self, step: int, checkpoint: str):
+        super().__init__(f"interrupted at step {step}; checkpoint saved to {checkpoint}")
+        self.step, self.checkpoint = step, checkpoint
 
 
 class TrainingClock:

@@ -1,11 +1,12 @@
 """The training loop: Adam with warm-up, a learning-rate schedule, checkpoints, resume.
 
-One step: sample a batch, compute its gradients, clip their norm, take an Adam step and
-advance the schedule (``Trainer.train_step``). A task gives its data, batches, loss and
-evaluation (``dates.DateTrainer``, ``next_word.NextWordTrainer``); how a batch's gradients
-are computed (its fixed pieces, on one or two threads, or over the processes of an MPI job)
-is one object the loop calls, ``self.gradients`` (``transformer/parallel/``); it also says
-whether this process writes the run's log, checkpoints and snapshots.
+One step reads as the textbook's (``Trainer.train_step``): a batch, its forward, loss and
+backward, clip the gradients' norm, an Adam step, the schedule. A task gives its data,
+batches, a batch's loss and evaluation (``dates.DateTrainer``, ``next_word.NextWordTrainer``).
+How a batch's gradients are spread over workers (its fixed pieces, on one or two threads, or
+over the processes of an MPI job: ``transformer/parallel/``) is one seam: the step calls
+``self.gradients(batch)`` where a single process would call ``loss.backward()``, and ``run``
+enters ``self.gradients.running()`` once around the steps.
 
 Everything random (initial weights, dropout, batches) comes from generators
 seeded by ``TrainConfig.seed`` whose states go into every checkpoint, so a run
@@ -23,7 +24,7 @@ import numpy as np
 import minigrad
 from minigrad import optim
 from minigrad.flat import FlatParameters
-from transformer.parallel.ranks import step_gradients
+from transformer.parallel.ranks import step_gradients, writes_the_run
 
 from transformer.files.checkpoint import CheckpointError, check_savable, load_checkpoint, save_checkpoint
 from transformer.files.run_dir import CHECKPOINT_NAME, LOG_NAME
@@ -93,7 +94,7 @@ class Trainer(ABC):
     """Holds the model, optimizer, schedule, data, RNGs and stopping rule of one training run.
 
     A task is a subclass (``dates.DateTrainer``, ``next_word.NextWordTrainer``) that gives
-    ``make_data``, ``sample_batch``, ``rows_loss``, ``batch_estimate`` and ``evaluate``; the
+    ``make_data``, ``sample_batch``, ``batch_loss``, ``batch_estimate`` and ``evaluate``; the
     step, the schedule, the stopping rule, checkpoints and resume are the same for every task.
     """
     TASK = None                                  # the task of the models it trains (config.task)
@@ -110,9 +111,10 @@ class Trainer(ABC):
         self._dropouts = [m for _, m in self.model.named_modules() if isinstance(m, minigrad.nn.Dropout)]
         # one flat array of values and one of gradients: Adam updates all in one call (minigrad/flat.py)
         self.flat_params = FlatParameters(self.model.parameters())
-        # how a step's gradients are computed: the batch's fixed pieces, on one or two threads, or
-        # shared out among the processes of an MPI job (transformer/parallel/); the same numbers every way
-        self.gradients = step_gradients(self.flat_params, self.rows_loss, self._draws_dropout(), self.config.pieces)
+        # a batch's loss.backward(), its fixed pieces spread over one or two threads or the processes
+        # of an MPI job (transformer/parallel/): the same numbers every way
+        self.gradients = step_gradients(self.flat_params, self.batch_loss, self._draws_dropout(), self.config.pieces)
+        self.writer = writes_the_run()   # False on an MPI job's ranks but 0: rank 0 writes for all
         self.optimizer = optim.Adam(self.flat_params, lr=self.config.lr, betas=self.config.betas,
                                     eps=self.config.eps)
         self.schedule = self._make_schedule()
@@ -142,17 +144,17 @@ class Trainer(ABC):
 
     @abstractmethod
     def sample_batch(self) -> tuple:
-        """One training batch: arrays whose rows are its examples (the pieces cut these rows)."""
+        """One training batch: a tuple of arrays whose rows are its examples."""
 
     @abstractmethod
-    def rows_loss(self, *rows):
-        """-> (mean loss Tensor over the scored tokens, how many, what ``batch_estimate`` reads) of
-        some rows of a batch (it runs on a half's thread)."""
+    def batch_loss(self, batch: tuple):
+        """The model's forward on ``batch``: -> (mean loss Tensor over its scored tokens, how many
+        tokens, an array with one entry per row for ``batch_estimate`` or None)."""
 
     @abstractmethod
-    def batch_estimate(self, extras) -> float:
-        """A free estimate of held-out accuracy after a step, from its pieces' ``rows_loss`` extras:
-        the stopping rule's cool-down signal."""
+    def batch_estimate(self, rows) -> float:
+        """A free estimate of held-out accuracy after a step, from the batch's per-row outcome
+        (``batch_loss``'s third value): the stopping rule's cool-down signal."""
 
     @abstractmethod
     def evaluate(self, limit: int = None, show_wrong: int = 5) -> dict:
@@ -170,17 +172,20 @@ class Trainer(ABC):
 
     # ----------------------------------------------------------------- steps
     def train_step(self) -> dict:
-        """One optimizer step: a fresh batch, its gradients, clip, Adam, the learning-rate schedule."""
+        """One optimizer step: a fresh batch, its loss and gradients, clip, Adam, the learning-rate schedule."""
         batch = self.sample_batch()
         lr = self.optimizer.lr
-        loss, tokens, extras = self.gradients(batch)       # sets every parameter's .grad
-        estimate = self.batch_estimate(extras)              # of the model this batch saw
+        # forward, loss and backward of the batch (loss.backward() in one process; here its pieces
+        # spread over threads or MPI ranks, transformer/parallel/): every parameter's .grad is set
+        computed = self.gradients(batch)
+        estimate = self.batch_estimate(computed.rows)       # of the model this batch saw
         grad_norm = optim.clip_grad_norm(self.flat_params, self.config.clip) if self.config.clip else None
         self.optimizer.step()
         self.schedule.step()
         self.step += 1
-        return {"step": self.step, "loss": loss, "lr": lr, "grad_norm": grad_norm, "tokens": tokens,
-                "batch_exact_match": estimate}
+        return {"step": self.step, "loss": computed.loss, "lr": lr, "grad_norm": grad_norm,
+                "tokens": computed.tokens, "batch_exact_match": estimate,
+                "blas_threads": computed.blas_threads, "workers": computed.workers}
 
     def _draws_dropout(self) -> bool:
         """Whether the model draws dropout masks: then its pieces run one after the other (one
@@ -200,19 +205,19 @@ class Trainer(ABC):
         log_path = log_path or os.path.join(self.out_dir, LOG_NAME)
         checkpoints = CheckpointCadence(self, checkpoint_path or os.path.join(self.out_dir, CHECKPOINT_NAME))
         clock = TrainingClock(self.elapsed)
-        every = self.config.snapshot_every if self.gradients.writer else 0
+        every = self.config.snapshot_every if self.writer else 0
         snapshots = AttentionSnapshots(self, every, os.path.join(self.out_dir, SNAPSHOTS_NAME))
         stop = self.stopper.confirmed(self.step)   # a finished run resumed: nothing to train
-        with self.gradients.running(blas_threads):
-            last_eval = self._steps(clock, checkpoints, snapshots, log_path, progress, profile_step, stop)
+        with self.gradients.running(blas_threads) as interrupt:     # threads, memory, Ctrl-C: once a run
+            last_eval = self._steps(clock, checkpoints, snapshots, log_path, progress, profile_step, stop,
+                                    interrupt)
         return self._summary(last_eval, clock, checkpoints.path, log_path)
 
-    def _steps(self, clock, checkpoints, snapshots, log_path, progress, profile_step, stop) -> dict:
+    def _steps(self, clock, checkpoints, snapshots, log_path, progress, profile_step, stop, interrupt) -> dict:
         """``run``'s loop: steps until the target is confirmed or ``config.steps``; the last evaluation."""
         last_eval = record = None
-        log = TrainingLog(log_path, self.step, self.resumed_from) if self.gradients.writer else _Unwritten()
-        with log, self.gradients.interrupt() as interrupt, \
-                ProgressBar(self.config.steps, progress) as bar, snapshots:
+        log = TrainingLog(log_path, self.step, self.resumed_from) if self.writer else _Unwritten()
+        with log, ProgressBar(self.config.steps, progress) as bar, snapshots:
             while self.step < self.config.steps and not stop:
                 record = self._timed_step(clock, bar, profile=self.step + 1 == profile_step)
                 interrupt.armed = True             # from now on there is a step worth saving
@@ -234,13 +239,13 @@ class Trainer(ABC):
         return last_eval
 
     def _timed_step(self, clock: TrainingClock, bar: ProgressBar, profile: bool) -> dict:
-        """One training step, timed (and profiled when asked: on one thread, which the profiler watches)."""
+        """One training step, timed (and profiled when asked: its pieces then run on this thread,
+        the one the profiler watches)."""
         start = time.perf_counter()
-        with self.gradients.one_worker(profile), step_profile(profile, bar.write):
+        with step_profile(profile, bar.write):
             record = self.train_step()
         seconds = clock.step_took(time.perf_counter() - start)
-        record.update(self.gradients.last_step, seconds=round(seconds, 5),
-                      tokens_per_s=round(record["tokens"] / seconds, 1))
+        record.update(seconds=round(seconds, 5), tokens_per_s=round(record["tokens"] / seconds, 1))
         return record
 
     def _evaluation_due(self) -> bool:
@@ -282,7 +287,7 @@ class Trainer(ABC):
 
     # ----------------------------------------------------------- checkpoints
     def save(self, path: str, elapsed: float = None):
-        if not self.gradients.writer:       # another process of the job writes the same state
+        if not self.writer:       # another process of the job writes the same state
             return
         meta = {
             "model_config": self.model_config.to_dict(),

@@ -2,10 +2,13 @@
 
 Inside ``with GracefulInterrupt() as interrupt:`` the first SIGINT or SIGTERM only sets
 ``interrupt.requested``; the training loop checks it after each step, saves a checkpoint of
-that last completed step and stops. Two cases still raise ``KeyboardInterrupt`` at once:
-before ``interrupt.armed`` is set (no step finished yet, so there is nothing to save) and
-on a second signal (the user insists; a checkpoint being written is then abandoned and the
-previous one stays intact, because saves are atomic). The previous handlers come back on exit.
+that last completed step and stops (``training.session.TrainingInterrupted``). Two cases
+still raise ``KeyboardInterrupt`` at once: before ``interrupt.armed`` is set (no step
+finished yet, so there is nothing to save) and on a second signal (the user insists; a
+checkpoint being written is then abandoned and the previous one stays intact, because saves
+are atomic). The previous handlers come back on exit. The loop gets its interrupt from the
+run's context (``data_parallel.BatchPieces.running``); the ranks of an MPI job agree on
+theirs (``ranks.AgreedInterrupt``).
 
 ``request_stop()`` asks the same of the running loop from anywhere in the process: the
 console scripts call it when stdout is lost (``dates-train ... | head -1``), so a closed
@@ -13,15 +16,6 @@ stdout saves the last completed step as Ctrl-C does instead of ending the run un
 """
 import signal
 import threading
-
-
-class TrainingInterrupted(KeyboardInterrupt):
-    """Raised by ``Trainer.run`` after it saved the last completed step."""
-
-    def __init__(self, step: int, checkpoint: str):
-        super().__init__(f"interrupted at step {step}; checkpoint saved to {checkpoint}")
-        self.step, self.checkpoint = step, checkpoint
-
 
 _active = []      # the GracefulInterrupt blocks being run, innermost last
 
