@@ -25,7 +25,8 @@ def add_model_arguments(parser, default_date="1845-01-05", date_option=True):
 def model_from_args(args, say=None) -> ChosenModel:
     """The model the options choose. ValueError in one line for a fresh shape beyond the limits
     (``--d-model`` / ``--layers`` too large), before anything is allocated."""
-    if not args.checkpoint and not any(
-            value is not None and value < 1 for value in (args.d_model, args.heads, args.layers)):
-        check_model_size(fresh_config(args.d_model, args.heads, args.layers))
+    sizes = (args.d_model, args.heads, args.layers)
+    # a checkpoint brings its own shape; a size below 1 gets choose_model's own message
+    if not args.checkpoint and all(size is None or size >= 1 for size in sizes):
+        check_model_size(fresh_config(*sizes))
     return choose_model(args.checkpoint, args.untrained, args.seed, args.d_model, args.heads, args.layers, say=say)
