@@ -73,31 +73,31 @@ def evaluate(argv=None):
 
 
 def attention_graph(argv=None):
-    return _run("viz.attention_graph:main", argv)
+    return _run("transformer.commands.attention_graph:main", argv)
 
 
 def heatmaps(argv=None):
-    return _run("viz.heatmaps:main", argv)
+    return _run("transformer.commands.heatmaps:main", argv)
 
 
 def plot_training(argv=None):
-    return _run("viz.heatmaps:curves_main", argv)
+    return _run("transformer.commands.heatmaps:curves_main", argv)
 
 
 def explain(argv=None):
-    return _run("viz.walkthrough:main", argv)
+    return _run("transformer.commands.explain:main", argv)
 
 
 def backward_animation(argv=None):
-    return _run("viz.backward_animation:main", argv)
+    return _run("transformer.commands.backward_animation:main", argv)
 
 
 def explore(argv=None):
-    return _run("viz.explorer.cli:main", argv)
+    return _run("transformer.commands.explore:dates_main", argv)
 
 
 def next_word_explore(argv=None):
-    return _run("viz.explorer.next_word_cli:main", argv)
+    return _run("transformer.commands.explore:next_word_main", argv)
 
 
 def export(argv=None):
@@ -113,4 +113,4 @@ def next_word_complete(argv=None):
 
 
 def attention_ladder(argv=None):
-    return _run("viz.ladder:main", argv)
+    return _run("transformer.commands.ladder:main", argv)

@@ -7,7 +7,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from viz.attention_graph import main as attention_graph_main  # noqa: E402
+from transformer.commands.attention_graph import main as attention_graph_main  # noqa: E402
 
 
 def main(argv=None) -> int:

@@ -4,7 +4,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from viz.ladder import main  # noqa: E402
+from transformer.commands.ladder import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main())

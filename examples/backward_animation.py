@@ -7,7 +7,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from viz.backward_animation import main as backward_animation_main  # noqa: E402
+from transformer.commands.backward_animation import main as backward_animation_main  # noqa: E402
 
 
 def main(argv=None) -> int:

@@ -77,7 +77,7 @@ def load_average() -> str:
 def next_word_inputs(n: int) -> list:
     """``n`` different held-out sentences of the language, taking the kinds in turn, none the page's own."""
     from transformer.tasks import language
-    from viz.explorer.next_word_cli import default_sentence
+    from viz.explorer.next_word import default_sentence
     by_kind = {}
     for example in language.Language().evaluation_set(per_kind=n):
         by_kind.setdefault(example.kind, []).append(" ".join(example.context))

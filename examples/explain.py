@@ -7,7 +7,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from viz.walkthrough import main as walkthrough_main  # noqa: E402
+from transformer.commands.explain import main as walkthrough_main  # noqa: E402
 
 
 def main(argv=None) -> int:

@@ -100,11 +100,11 @@ def screenshot_explorer(page_path: str, png_path: str) -> bool:
 
 def console_scripts() -> dict:
     from transformer.commands.dates import train_main
-    from viz.attention_graph import main as attention_graph
-    from viz.backward_animation import main as backward_animation
-    from viz.explorer.cli import main as explore
-    from viz.heatmaps import curves_main, main as heatmaps
-    from viz.ladder import main as attention_ladder
+    from transformer.commands.attention_graph import main as attention_graph
+    from transformer.commands.backward_animation import main as backward_animation
+    from transformer.commands.explore import dates_main as explore
+    from transformer.commands.heatmaps import curves_main, main as heatmaps
+    from transformer.commands.ladder import main as attention_ladder
     return {"attention-ladder": attention_ladder, "dates-explore": explore, "dates-train": train_main, "dates-attention-graph": attention_graph, "dates-heatmaps": heatmaps,
             "dates-backward-animation": backward_animation, "dates-plot-training": curves_main}
 

@@ -28,7 +28,7 @@ def main(argv=None) -> int:
 
     from transformer.training.snapshots import load_snapshots, snapshots_beside
     from viz.browser import open_page
-    from viz.explorer.next_word_cli import main as explore
+    from transformer.commands.explore import next_word_main as explore
     from viz.recall_circuit import measure_recall_circuit
 
     snapshots = load_snapshots(snapshots_beside(args.checkpoint))

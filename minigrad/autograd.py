@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, NamedTuple, Optional, Tuple
 
 import numpy as np
 
-from . import forward_ad, grad_mode, hooks, inplace, observers
+from . import forward_ad, grad_mode, hooks, inplace, observers, tensor_type
 from .function import Function, read_tensors, unbroadcast
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     ``retain_graph`` defaults to ``create_graph``. An input the outputs do not
     depend on raises unless ``allow_unused=True``, which gives None for it.
     """
-    from .tensor import Tensor
+    Tensor = tensor_type.Tensor       # the class tensor.py registered (it imports this module)
     outputs = (outputs,) if isinstance(outputs, Tensor) else tuple(outputs)
     inputs = (inputs,) if isinstance(inputs, Tensor) else tuple(inputs)
     if grad_outputs is None or isinstance(grad_outputs, (Tensor, np.ndarray)):
@@ -275,7 +275,7 @@ def _backward_through_composition(fn, g):
 
 
 def _initial_grad(root, grad, tensor_mode=False):
-    from .tensor import Tensor
+    Tensor = tensor_type.Tensor       # the class tensor.py registered (it imports this module)
     if isinstance(root, Tensor) and not root.requires_grad and root.dtype.kind != "f":
         raise RuntimeError(f"backward() on a tensor of dtype {root.dtype}: an integer or bool result "
                            "does not require grad (as in PyTorch), so no gradient flows back through it")

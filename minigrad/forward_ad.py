@@ -8,7 +8,7 @@
 
 The names and semantics are PyTorch's ``torch.autograd.forward_ad``. Each op
 has a tangent rule ``jvp`` beside its forward and backward (in ``minigrad/ops/``);
-``Function.apply`` calls ``propagate`` below after the forward, so a
+``Function.apply`` calls ``propagate_tangents`` (``function.py``) after the forward, so a
 Jacobian-vector product costs about one extra forward pass and records no
 reverse graph (nothing here needs one; grad mode is not involved).
 
@@ -29,9 +29,7 @@ import itertools
 import threading
 from typing import NamedTuple, Optional
 
-import numpy as np
-
-from . import grad_mode
+from .tensor_type import as_tensor
 
 
 class _Levels(threading.local):
@@ -62,7 +60,6 @@ def make_dual(tensor, tangent, *, level=None):
     """A tensor with ``tensor``'s values carrying ``tangent`` at ``level`` (the innermost by default).
 
     It keeps ``tensor``'s reverse graph and any tangents it has at other levels."""
-    from .tensor import as_tensor
     level = _checked_level(level, "make_dual")
     tensor, tangent = as_tensor(tensor), as_tensor(tangent)
     if tensor.dtype.kind != "f":
@@ -103,46 +100,3 @@ def _checked_level(level, what):
     if level not in state.active:
         raise ValueError(f"{what}: level {level} is not open in this thread (open levels: {list(state.active)})")
     return level
-
-
-def propagate(fn, inputs, output, options):
-    """Give ``output`` (of op ``fn`` on ``inputs``) its tangent at every level an input has one.
-
-    Levels go outermost first, each computed with only the levels before it
-    switched on (see the module docstring). An input without a tangent at a level
-    (a constant) passes None: the rule leaves its term out. With no outer level and
-    nothing that needs a reverse graph, the rule runs on the numpy arrays, the same
-    code as with Tensors, only faster.
-    """
-    from .function import Function, read_tensors
-    from .tensor import Tensor
-    levels = [lv for lv in state.active if any(tangent_of(t, lv) is not None for t in inputs)]
-    if not levels or output.dtype.kind != "f":
-        return      # integer and boolean results (a cast to int, argmax-like ops) carry no tangent
-    if type(fn).jvp is Function.jvp and fn.composition is not None:
-        # A fused op: its composition's named ops carry every level's tangent.
-        twin = fn.compose(inputs, options)
-        output._tangents = dict(getattr(twin, "_tangents", None) or {}) or None
-        return
-    all_levels, tangents_out = state.active, dict(getattr(output, "_tangents", None) or {})
-    try:
-        for level in levels:
-            state.active = tuple(lv for lv in all_levels if lv < level)
-            tangents = [tangent_of(t, level) for t in inputs]
-            needs_graph = grad_mode.is_grad_enabled() and any(
-                x is not None and x.requires_grad for x in (*inputs, *tangents))
-            if state.active or needs_graph:
-                tangent = fn.jvp(*tangents, **read_tensors(fn, fn.jvp_reads, inputs, output))
-            else:
-                reads = {name: (output if i is None else inputs[i]).data for name, i in fn.jvp_reads}
-                arrays = [None if d is None else d.data for d in tangents]
-                tangent = Tensor._from_op(np.asarray(fn.jvp(*arrays, **reads)), None)
-            if tangent.shape != output.shape:
-                from .ops import xp
-                tangent = xp.broadcast_to(tangent, output.shape)
-            if tangent.dtype != output.dtype:
-                tangent = tangent.astype(output.dtype)
-            tangents_out[level] = tangent
-            output._tangents = tangents_out      # an inner level's rule may read the output's outer tangents
-    finally:
-        state.active = all_levels

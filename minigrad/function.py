@@ -52,7 +52,7 @@ import inspect
 
 import numpy as np
 
-from . import forward_ad, inplace, observers
+from . import forward_ad, inplace, observers, tensor_type    # tensor_type: the Tensor class, registered by tensor.py
 from .forward_ad import state as forward_state    # this thread's forward-AD levels: forward_state.active
 from .grad_mode import state as grad_state    # this thread's grad mode: grad_state.enabled
 from .observers import watching     # this thread's observers (profiler, anomaly, scopes): watching.observers
@@ -91,7 +91,7 @@ class Function:
     @classmethod
     def apply(cls, *inputs, **options):
         # Runs ~60 times per training step of the date model: plain loops, no helper calls.
-        tensors = tuple([x if isinstance(x, _tensor.Tensor) else _tensor.Tensor(x) for x in inputs])
+        tensors = tuple([x if isinstance(x, tensor_type.Tensor) else tensor_type.Tensor(x) for x in inputs])
         arrays = [t.data for t in tensors]
         fn = cls()
         fn.needs_input_grad = needs = tuple([t.requires_grad for t in tensors])
@@ -104,7 +104,7 @@ class Function:
             out = np.asarray(out)       # a numpy scalar (e.g. a full sum) becomes a 0-d array
         # an integer or bool result cuts the graph (PyTorch: it cannot require grad)
         if not (grad_state.enabled and True in needs) or out.dtype.kind != "f":
-            result = _tensor.Tensor._from_op(out, None)
+            result = tensor_type.Tensor._from_op(out, None)
         else:
             fn.inputs = tensors
             fn.options = options     # for composition (double backward of a fused op)
@@ -113,11 +113,11 @@ class Function:
             fn.recorded_at = inplace.clock
             for watcher in watchers:
                 watcher.recorded(fn)
-            result = _tensor.Tensor._from_op(out, fn)
+            result = tensor_type.Tensor._from_op(out, fn)
         if cls.returns_view:
             inplace.share_version(tensors[0], result)
         if forward_state.active:     # this thread's open forward-AD levels: one attribute read when off
-            forward_ad.propagate(fn, tensors, result, options)
+            propagate_tangents(fn, tensors, result, options)
         return result
 
     def forward(self, *arrays, **options):
@@ -193,6 +193,46 @@ def read_tensors(fn, reads, inputs, output):
     return tensors
 
 
+def propagate_tangents(fn, inputs, output, options):
+    """Give ``output`` (of op ``fn`` on ``inputs``) its tangent at every level an input has one.
+
+    Levels go outermost first, each computed with only the levels before it
+    switched on (see forward_ad's docstring). An input without a tangent at a level
+    (a constant) passes None: the rule leaves its term out. With no outer level and
+    nothing that needs a reverse graph, the rule runs on the numpy arrays, the same
+    code as with Tensors, only faster.
+    """
+    levels = [lv for lv in forward_state.active if any(forward_ad.tangent_of(t, lv) is not None for t in inputs)]
+    if not levels or output.dtype.kind != "f":
+        return      # integer and boolean results (a cast to int, argmax-like ops) carry no tangent
+    if type(fn).jvp is Function.jvp and fn.composition is not None:
+        # A fused op: its composition's named ops carry every level's tangent.
+        twin = fn.compose(inputs, options)
+        output._tangents = dict(getattr(twin, "_tangents", None) or {}) or None
+        return
+    all_levels, tangents_out = forward_state.active, dict(getattr(output, "_tangents", None) or {})
+    try:
+        for level in levels:
+            forward_state.active = tuple(lv for lv in all_levels if lv < level)
+            tangents = [forward_ad.tangent_of(t, level) for t in inputs]
+            needs_graph = grad_state.enabled and any(
+                x is not None and x.requires_grad for x in (*inputs, *tangents))
+            if forward_state.active or needs_graph:
+                tangent = fn.jvp(*tangents, **read_tensors(fn, fn.jvp_reads, inputs, output))
+            else:
+                reads = {name: (output if i is None else inputs[i]).data for name, i in fn.jvp_reads}
+                arrays = [None if d is None else d.data for d in tangents]
+                tangent = tensor_type.constant(np.asarray(fn.jvp(*arrays, **reads)))
+            if tangent.shape != output.shape:
+                tangent = tangent.broadcast_to(output.shape)
+            if tangent.dtype != output.dtype:
+                tangent = tangent.astype(output.dtype)
+            tangents_out[level] = tangent
+            output._tangents = tangents_out      # an inner level's rule may read the output's outer tangents
+    finally:
+        forward_state.active = all_levels
+
+
 def tangent_sum(*terms):
     """The sum of a tangent rule's terms that exist. An input without a tangent (a constant) has
     no term: it is left out, not computed as zeros times a partial derivative (0 * inf is NaN),
@@ -219,5 +259,3 @@ def unbroadcast(grad: np.ndarray, shape: tuple) -> np.ndarray:
         grad = grad.sum(axis=stretched, keepdims=True)
     return grad
 
-
-from . import tensor as _tensor  # noqa: E402  (tensor.py imports this module: bind it after Function exists)

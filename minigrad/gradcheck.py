@@ -17,8 +17,10 @@ as they found them (values, arrays, ``.grad``), even when interrupted.
 """
 import numpy as np
 
+from . import forward_ad
 from .autograd import grad
 from .grad_mode import enable_grad
+from .ops import concatenate
 from .tensor import Tensor
 
 
@@ -84,7 +86,7 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True, 
             return fn(*inputs).data.astype(np.float64).reshape(-1)
 
     # numerical Jacobians: one column per input element, from two evaluations each
-    numeric = {i: _numeric_jacobian(evaluate, inputs[i], eps) for i in checked}
+    numeric = {i: numeric_jacobian(evaluate, inputs[i], eps) for i in checked}
 
     for row, v in enumerate(directions):
         # grad(), not backward(): no .grad anywhere (the inputs', a closure's weights') is touched
@@ -110,7 +112,7 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True, 
     return True
 
 
-def _numeric_jacobian(evaluate, x, eps):
+def numeric_jacobian(evaluate, x, eps):
     """(x.size, out.size) matrix of central differences. ``x`` is perturbed in place one
     element at a time and always restored, whatever ``evaluate`` raises (Ctrl-C included):
     the same array object, the same bits."""
@@ -161,7 +163,6 @@ def gradgradcheck(fn, inputs, grad_outputs=None, eps=1e-6, atol=1e-5, rtol=1e-3,
     gradient, its element, the input it is differentiated by, that element, and
     both values.
     """
-    from .ops import concatenate
     inputs, checked = _checked_inputs("gradgradcheck", inputs)
     out = _output("gradgradcheck", fn, inputs)
     v = np.random.default_rng(seed).standard_normal(out.shape) if grad_outputs is None \
@@ -179,7 +180,7 @@ def gradgradcheck(fn, inputs, grad_outputs=None, eps=1e-6, atol=1e-5, rtol=1e-3,
     def evaluate():     # the first-order gradients as one flat vector
         return np.concatenate([g.data.reshape(-1) for g in gradients(False)])
 
-    numeric = [_numeric_jacobian(evaluate, x, eps) for x in variables]   # (x.size, total gradient size)
+    numeric = [numeric_jacobian(evaluate, x, eps) for x in variables]   # (x.size, total gradient size)
     flat = concatenate([g.reshape(-1) for g in gradients(True)])
     for k in range(flat.size):
         if flat.requires_grad:
@@ -209,7 +210,6 @@ def jvpcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True, s
     output's tangent must equal (fn(x + eps t) - fn(x - eps t)) / (2 eps). A
     mismatch names the input, the output element and both values.
     """
-    from . import forward_ad
     inputs, checked = _checked_inputs("jvpcheck", inputs)
     rng = np.random.default_rng(seed)
     for i in checked:

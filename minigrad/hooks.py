@@ -14,6 +14,7 @@ import itertools
 
 import numpy as np
 
+from . import tensor_type
 _next_id = itertools.count()
 
 
@@ -51,16 +52,15 @@ def run_hooks(tensor, grad):
 
     Under ``backward(create_graph=True)`` the gradient is a Tensor in a graph: the
     hook gets it as it is and a Tensor it returns stays in the graph (PyTorch's rule)."""
-    from .tensor import Tensor, as_tensor
-    in_graph = isinstance(grad, Tensor)
+    in_graph = isinstance(grad, tensor_type.Tensor)
     for hook in list(tensor._hooks.values()):
-        result = hook(grad if in_graph else Tensor._from_op(grad.copy(), None))
+        result = hook(grad if in_graph else tensor_type.constant(grad.copy()))
         if result is None:
             continue
         if in_graph:
-            replacement = as_tensor(result)
+            replacement = tensor_type.as_tensor(result)
         else:
-            replacement = np.asarray(result.data if isinstance(result, Tensor) else result)
+            replacement = np.asarray(result.data if isinstance(result, tensor_type.Tensor) else result)
         if replacement.shape != grad.shape:
             raise ValueError(f"hook {getattr(hook, '__name__', hook)} returned a gradient of shape "
                              f"{replacement.shape} for a tensor of shape {grad.shape}; it must keep the shape")

@@ -36,7 +36,7 @@ whatever the number of inputs), and backward compares the two.
 """
 import numpy as np
 
-from . import forward_ad, grad_mode
+from . import forward_ad, grad_mode, tensor_type
 
 clock = 0      # ticks at every in-place change
 
@@ -58,10 +58,9 @@ class InPlaceOps:
 
 
 def _in_place(tensor, other, ufunc, symbol):
-    from .tensor import Tensor
     if forward_ad.state.active and (getattr(tensor, "_tangents", None) or getattr(other, "_tangents", None)):
         return NotImplemented      # a dual tensor: x = x <op> y, so the tangent is updated too
-    other_requires_grad = isinstance(other, Tensor) and other.requires_grad
+    other_requires_grad = isinstance(other, tensor_type.Tensor) and other.requires_grad
     if grad_mode.is_grad_enabled() and (tensor.requires_grad or other_requires_grad):
         if tensor.requires_grad and tensor.grad_fn is None:
             raise RuntimeError(
@@ -69,7 +68,7 @@ def _in_place(tensor, other, ufunc, symbol):
                 "and stop it from training; update it inside `with minigrad.no_grad():` "
                 f"(e.g. w {symbol} lr * w.grad) or change w.data")
         return NotImplemented      # Python then runs `tensor = tensor <op> other`: a new graph node
-    value = other.data if isinstance(other, Tensor) else other
+    value = other.data if isinstance(other, tensor_type.Tensor) else other
     try:
         ufunc(tensor.data, value, out=tensor.data, casting="same_kind")
     except TypeError:

@@ -19,9 +19,10 @@ side by side.
 """
 import numpy as np
 
-from . import autograd, hooks
+from . import autograd, hooks, ops, tensor_type
 from .inplace import InPlaceOps, version_of
 from .interop import NumpyInterop, refuse_numpy_arguments
+from .tensor_type import as_tensor, operand_like as _like
 
 
 class Tensor(NumpyInterop, InPlaceOps):
@@ -264,6 +265,10 @@ class Tensor(NumpyInterop, InPlaceOps):
     def abs(self):
         return ops.Abs.apply(self)
 
+    def sign(self):
+        """-1, 0 or 1 (0 at NaN, as PyTorch); its derivative is 0 but it stays in the graph."""
+        return ops.Sign.apply(self)
+
     def clamp(self, min=None, max=None):
         """Limit entries to [min, max]; the gradient passes where min <= x <= max (PyTorch's rule)."""
         return ops.Clamp.apply(self, low=min, high=max)
@@ -297,6 +302,10 @@ class Tensor(NumpyInterop, InPlaceOps):
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
         return ops.Reshape.apply(self, shape=shape)
+
+    def broadcast_to(self, shape):
+        shape = tuple(shape)
+        return self if self.shape == shape else ops.BroadcastTo.apply(self, shape=shape)
 
     def transpose(self, *axes):
         """Permute axes like ``np.transpose``; no arguments reverses them."""
@@ -347,21 +356,8 @@ def _to_array(data, dtype):
     return array
 
 
-def as_tensor(x) -> Tensor:
-    return x if isinstance(x, Tensor) else Tensor(x)
-
-
-def _like(x, reference: Tensor) -> Tensor:
-    """A constant operand; Python numbers take the other operand's dtype."""
-    if isinstance(x, Tensor):
-        return x
-    if isinstance(x, (int, float, bool)) and reference.data.dtype.kind == "f":
-        return Tensor._from_op(np.asarray(x, dtype=reference.dtype), None)
-    return Tensor(x)
-
-
 def _data(x):
     return x.data if isinstance(x, Tensor) else x
 
 
-from . import ops  # noqa: E402  (ops import Tensor; bind it after the class exists)
+tensor_type.register(Tensor)    # the modules below this one make their tensors with it

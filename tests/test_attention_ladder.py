@@ -13,7 +13,7 @@ from transformer.tasks.language import KINDS, VOCAB, Language, encode_batch, mak
 from transformer.ladder import (RUNGS, Average, DotProduct, FullBlock, Heads, LadderConfig, SeparateMaps, SharedMap,
                                 averaging_matrix, run_ladder)
 from transformer.commands.ladder import format_scores, parse_seeds
-from viz.ladder import main
+from transformer.commands.ladder import main
 from transformer.ladder.experiment import pull_statistic, swap_positions
 
 D, T = 8, 18

@@ -36,7 +36,7 @@ def test_each_typed_input_is_timed_and_tabled(benchmark, tmp_path, kind, run):
 
 
 def test_inputs_differ_and_are_not_the_pages_own(benchmark):
-    from viz.explorer.next_word_cli import default_sentence
+    from viz.explorer.next_word import default_sentence
     sentences, dates = benchmark.next_word_inputs(8), benchmark.date_inputs(8)
     assert len(set(sentences)) == 8 and default_sentence() not in sentences
     assert len(set(dates)) == 8 and "1845-01-05" not in dates

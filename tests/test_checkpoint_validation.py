@@ -143,7 +143,7 @@ def test_every_cli_fails_in_one_line(bad, tool, capsys, tmp_path):
 
 
 def test_viz_tools_report_a_bad_checkpoint_in_one_line(good, tmp_path, capsys):
-    from viz import heatmaps
+    from transformer.commands import heatmaps
     path = rewrite(good, tmp_path / "bad.npz", config_edit(num_heads=0))
     code = heatmaps.main(["--date", "1845-01-05", "--checkpoint", path, "--out-dir", str(tmp_path)])
     err = capsys.readouterr().err

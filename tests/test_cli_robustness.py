@@ -266,8 +266,8 @@ def test_train_refuses_sizes_beyond_the_limits_in_one_line(tmp_path, capsys, mon
 @pytest.mark.parametrize("argv, fragment", [(["--d-model", "100000"], "more than the limit of 50,000,000"),
                                             (["--layers", "100000"], "more than the limit of 50,000,000")])
 def test_viz_tools_refuse_a_huge_fresh_model_in_one_line(tmp_path, capsys, argv, fragment):
-    from viz import walkthrough
-    code = walkthrough.main(["--untrained", *argv])
+    from transformer.commands import explain
+    code = explain.main(["--untrained", *argv])
     assert code == 2
     assert_one_line(capsys.readouterr().err, fragment)
 
@@ -296,7 +296,7 @@ BAD_LOG_LINES = {"invalid UTF-8": b'{"step": 2, "loss": 0.5, "note": "\xff\xfe"}
 
 @pytest.mark.parametrize("kind", sorted(BAD_LOG_LINES))
 def test_plot_training_names_a_bad_log_line_in_one_line(tmp_path, capsys, kind):
-    from viz import heatmaps
+    from transformer.commands import heatmaps
     log = tmp_path / "train_log.jsonl"
     log.write_bytes(b'{"step": 1, "loss": 1.0}\n' + BAD_LOG_LINES[kind])
     code = heatmaps.curves_main([str(log), "--out", str(tmp_path / "c.png")])
@@ -428,7 +428,7 @@ def test_an_empty_path_is_refused_in_one_line(tmp_path, capsys, monkeypatch, nam
 
 
 def test_viz_argparse_errors_are_one_line(capsys):
-    from viz import attention_graph
+    from transformer.commands import attention_graph
     with pytest.raises(SystemExit) as exit_:
         attention_graph.main(["--kind", "nonsense"])
     assert exit_.value.code == 2

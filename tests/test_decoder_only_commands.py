@@ -22,10 +22,10 @@ from transformer.commands.export import main as export_main
 from transformer.training.trainer import TrainConfig
 from transformer.training.dates import DateTrainer
 from transformer.files.trained_model import load_model
-from viz.attention_graph import main as attention_graph_main
-from viz.explorer.cli import main as explore_main
-from viz.heatmaps import main as heatmaps_main
-from viz.walkthrough import main as explain_main
+from transformer.commands.attention_graph import main as attention_graph_main
+from transformer.commands.explore import dates_main as explore_main
+from transformer.commands.heatmaps import main as heatmaps_main
+from transformer.commands.explain import main as explain_main
 
 TINY = DecoderOnlyConfig(d_model=16, num_heads=2, num_layers=1, d_ff=32)
 TINY_ARGS = ["--architecture", "decoder-only", "--d-model", "16", "--heads", "2", "--layers", "1", "--d-ff", "32",

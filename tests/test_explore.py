@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from transformer.models.attention import causal_mask
-from viz.explorer.cli import build_page_data, main
+from transformer.commands.explore import dates_main as main
+from viz.explorer.build import build_page_data
 from viz.explorer.step import explore_step
 from viz.inputs import load_or_create_model
 

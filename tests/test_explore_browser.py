@@ -5,7 +5,7 @@ import pytest
 from viz.browser import SKIP_REASON, open_page
 from minigrad import autograd_steps
 from viz.attention_graph import find_named_tensor, run_attention_step
-from viz.explorer.cli import write_explorer
+from viz.explorer.build import write_explorer
 from viz.inputs import decoder_input_from_reference, load_or_create_model, token_labels
 
 pytestmark = pytest.mark.skipif(SKIP_REASON is not None, reason=str(SKIP_REASON))

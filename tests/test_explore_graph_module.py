@@ -10,8 +10,8 @@ import pytest
 
 from explore_runs import dates_run, next_word_run
 from transformer.training.snapshots import SNAPSHOTS_NAME, load_snapshots
-from viz.explorer.cli import main as dates_explore
-from viz.explorer.next_word_cli import main as next_word_explore
+from transformer.commands.explore import dates_main as dates_explore
+from transformer.commands.explore import next_word_main as next_word_explore
 
 
 def page_data(path) -> dict:

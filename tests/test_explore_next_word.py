@@ -10,7 +10,8 @@ from explore_runs import dates_run, next_word_run
 from transformer.tasks import language
 from transformer.ladder.rungs import RUNGS
 from transformer.training.next_word import KINDS
-from viz.explorer.next_word_cli import default_sentence, main
+from transformer.commands.explore import next_word_main as main
+from viz.explorer.next_word import default_sentence
 
 pytestmark = pytest.mark.slow
 

@@ -15,8 +15,8 @@ import viz.explorer.ladder_rungs as ladder_module
 from explore_runs import next_word_run
 from transformer.files.checkpoint import write_npz_atomically
 from transformer.files.rungs_file import save_rungs
-from viz.explorer import cli as dates_explore
-from viz.explorer import next_word_cli as next_word_explore
+from transformer.commands.explore import dates_main, next_word_main
+from viz.explorer.next_word import default_sentence
 from viz.explorer.ladder_rungs import RUNGS_FILE, ladder_data, ladder_rungs, train_rungs, training_settings
 
 STEPS = 2           # the fewest Adam steps that still move every rung: enough to tell them apart
@@ -71,12 +71,12 @@ def test_the_second_start_reuses_the_rungs_kept_beside_the_run(run, tmp_path, ca
     checkpoint = copy_run(run, tmp_path / "run")
     kept = tmp_path / "run" / RUNGS_FILE
     argv = ["--checkpoint", checkpoint, "--ladder-steps", str(STEPS), "--no-check"]
-    assert next_word_explore.main([*argv, "--out", str(tmp_path / "first.html")]) == 0
+    assert next_word_main([*argv, "--out", str(tmp_path / "first.html")]) == 0
     err = capsys.readouterr().err
     assert "trained the ladder's 9 rungs in" in err and f"kept in {kept}" in err and kept.is_file()
 
     monkeypatch.setattr(ladder_module, "train_rungs", lambda *a, **k: pytest.fail("trained again"))
-    assert next_word_explore.main([*argv, "--out", str(tmp_path / "second.html")]) == 0
+    assert next_word_main([*argv, "--out", str(tmp_path / "second.html")]) == 0
     err = capsys.readouterr().err
     assert f"ladder rungs: reused from {kept} (trained {STEPS} steps each on" in err and "training" not in err
     first, second = page_data(tmp_path / "first.html"), page_data(tmp_path / "second.html")
@@ -89,7 +89,7 @@ def test_rungs_read_back_are_bit_identical_to_freshly_trained_ones(trained, tmp_
     same_weights(kept, trained)                       # trained here and kept
     read = ladder_rungs(STEPS, str(tmp_path), say=lambda line: None)
     same_weights(read, trained)                       # read back
-    words = next_word_explore.default_sentence().split()
+    words = default_sentence().split()
     assert ladder_data(read, words, STEPS) == ladder_data(trained, words, STEPS)
 
 
@@ -193,26 +193,26 @@ def test_a_taken_port_is_refused_before_anything_is_trained(run, tmp_path, capsy
         other_server.bind(("127.0.0.1", 0))
         other_server.listen()
         port = other_server.getsockname()[1]
-        code = next_word_explore.main(["--checkpoint", str(run / "model.npz"), "--serve", "--port", str(port)])
+        code = next_word_main(["--checkpoint", str(run / "model.npz"), "--serve", "--port", str(port)])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1
     assert f"cannot serve on 127.0.0.1:{port}: the port is taken" in err and "--port 0" in err
 
 
 # ------------------------------------------------------------------ no run yet
-@pytest.mark.parametrize("command, default", [(dates_explore, "runs/dates/model.npz"),
-                                              (next_word_explore, "runs/next-word/model.npz")])
+@pytest.mark.parametrize("command, default", [(dates_main, "runs/dates/model.npz"),
+                                              (next_word_main, "runs/next-word/model.npz")])
 def test_without_a_run_both_explorers_draw_an_untrained_model(command, default, tmp_path, capsys):
     """The working folder is empty: no run yet. Both say so in one line and in the title."""
     out = tmp_path / "page.html"
-    extra = ["--ladder-steps", "0"] if command is next_word_explore else []
-    assert command.main(["--no-check", "--out", str(out), *extra]) == 0
+    extra = ["--ladder-steps", "0"] if command is next_word_main else []
+    assert command(["--no-check", "--out", str(out), *extra]) == 0
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(f"note: no checkpoint at {default}: drawing an untrained model")
     assert "(untrained model)</title>" in out.read_text(encoding="utf-8")
 
 
 def test_a_checkpoint_named_but_missing_is_refused(capsys):
-    assert next_word_explore.main(["--checkpoint", "nowhere/model.npz", "--ladder-steps", "0"]) == 2
+    assert next_word_main(["--checkpoint", "nowhere/model.npz", "--ladder-steps", "0"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "checkpoint nowhere/model.npz does not exist" in err

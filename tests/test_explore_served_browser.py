@@ -17,7 +17,7 @@ from viz.explorer.server import Handler
 from transformer.training.snapshots import SNAPSHOTS_NAME
 from transformer.files.trained_model import load_model
 from viz.browser import SKIP_REASON, open_page
-from viz.explorer.cli import write_explorer
+from viz.explorer.build import write_explorer
 
 pytestmark = [pytest.mark.skipif(SKIP_REASON is not None, reason=str(SKIP_REASON)), pytest.mark.slow]
 

@@ -11,7 +11,7 @@ from transformer.training.snapshots import SNAPSHOTS_NAME, load_snapshots
 from transformer.training.dates import DateTrainer
 from transformer.training.trainer import TrainConfig
 from viz.browser import SKIP_REASON, open_page
-from viz.explorer.cli import write_explorer
+from viz.explorer.build import write_explorer
 
 pytestmark = [pytest.mark.skipif(SKIP_REASON is not None, reason=str(SKIP_REASON)), pytest.mark.slow]
 MODULE = "decoder.layers.0.cross_attn"

@@ -9,7 +9,7 @@ from explore_runs import next_word_run
 from transformer.training.snapshots import SNAPSHOTS_NAME, load_snapshots
 from transformer.files.trained_model import load_model
 from viz.browser import SKIP_REASON, open_page
-from viz.explorer.cli import write_explorer
+from viz.explorer.build import write_explorer
 
 pytestmark = [pytest.mark.skipif(SKIP_REASON is not None, reason=str(SKIP_REASON)), pytest.mark.slow]
 
@@ -47,7 +47,7 @@ def next_word(tmp_path_factory):
     folder = tmp_path_factory.mktemp("next-word-run")
     checkpoint = next_word_run(folder, steps=12, every=4)
     from viz.explorer.ladder_rungs import train_rungs
-    from viz.explorer.next_word_cli import default_sentence
+    from viz.explorer.next_word import default_sentence
     page = folder / "page.html"
     write_explorer(load_model(checkpoint, task="next-word"), str(page), default_sentence(), "decoder-self", 1,
                    check=False, snapshots=str(folder / SNAPSHOTS_NAME), rungs=(3, train_rungs(3)))

@@ -9,7 +9,7 @@ import pytest
 from transformer.models.config import DecoderOnlyConfig, ModelConfig
 from transformer.training.trainer import TrainConfig
 from transformer.training.dates import DateTrainer
-from viz.heatmaps import main as heatmaps_main
+from transformer.commands.heatmaps import main as heatmaps_main
 
 TINY = dict(d_model=16, num_heads=2, d_ff=32)
 ENCODER_DECODER = ["attention_cross.png", "attention_decoder-self.png", "attention_encoder-self.png"]

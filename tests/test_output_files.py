@@ -14,11 +14,11 @@ from transformer.files.checkpoint import save_checkpoint
 from transformer.models.config import ModelConfig
 from transformer.commands.export import main as export_main
 from transformer.models.encoder_decoder import Transformer
-from viz.attention_graph import main as graph_main
-from viz.backward_animation import main as animation_main
-from viz.explorer.cli import main as explore_main
-from viz.explorer.cli import write_explorer
-from viz.heatmaps import curves_main, main as heatmaps_main
+from transformer.commands.attention_graph import main as graph_main
+from transformer.commands.backward_animation import main as animation_main
+from transformer.commands.explore import dates_main as explore_main
+from viz.explorer.build import write_explorer
+from transformer.commands.heatmaps import curves_main, main as heatmaps_main
 
 REPO = Path(__file__).resolve().parents[1]
 

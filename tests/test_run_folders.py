@@ -9,7 +9,7 @@ import pytest
 from transformer.commands import dates as cli
 from transformer.commands.export import main as export_main
 from transformer.files.run_dir import LOCK_NAME, default_checkpoint, next_free_run_folder
-from viz.heatmaps import curves_main
+from transformer.commands.heatmaps import curves_main
 
 TINY = ["--d-model", "16", "--heads", "2", "--layers", "1", "--d-ff", "32", "--batch-size", "8",
         "--schedule", "constant", "--warmup", "4", "--target-accuracy", "0", "--no-progress", "--max-steps", "2"]

@@ -179,7 +179,7 @@ def test_snapshot_every_must_not_be_negative(main, tmp_path, capsys):
 
 
 def test_dates_explore_names_a_next_word_checkpoint_in_one_line(tmp_path, capsys):
-    from viz.explorer.cli import main as explore_main
+    from transformer.commands.explore import dates_main as explore_main
     trainer = next_word_trainer(tmp_path, 1, 1)
     trainer.save(str(tmp_path / "model.npz"))
     assert explore_main(["--checkpoint", str(tmp_path / "model.npz"), "--out", str(tmp_path / "page.html")]) == 2

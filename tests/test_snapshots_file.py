@@ -24,7 +24,7 @@ from transformer.models.config import ModelConfig
 from transformer.training.snapshots import SNAPSHOTS_NAME, SnapshotError, load_snapshots
 from transformer.training.trainer import TrainConfig
 from transformer.training.dates import DateTrainer
-from viz.explorer.cli import main as explore_main
+from transformer.commands.explore import dates_main as explore_main
 
 EXPLORE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "explore.py")
 TINY = ModelConfig(d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=32)

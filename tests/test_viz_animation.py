@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 from minigrad import Tensor
-from viz.backward_animation import backward_frames, expression_root, main, parse_var, write_animation
+from transformer.commands.backward_animation import main as main
+from viz.animation_output import write_animation
+from viz.backward_animation import backward_frames, expression_root, parse_var
 from viz.inputs import load_or_create_model
 
 HAS_DOT = shutil.which("dot") is not None

@@ -12,13 +12,13 @@ from transformer.files.checkpoint import save_checkpoint
 from transformer.tasks.dates import PAD, encode
 from viz import draw_graph, render
 from viz.attention_graph import build_attention_graph
-from viz.attention_graph import main as graph_main
+from transformer.commands.attention_graph import main as graph_main
 from viz.details import mask_kind, pattern_text
 from viz.heatmaps import DPI, attention_maps, plot_attention
-from viz.heatmaps import main as heatmaps_main
+from transformer.commands.heatmaps import main as heatmaps_main
 from viz.inputs import choose_model, load_or_create_model, token_labels
 from viz.walkthrough import compute_walkthrough, format_walkthrough
-from viz.walkthrough import main as explain_main
+from transformer.commands.explain import main as explain_main
 
 HAS_DOT = shutil.which("dot") is not None
 TOOLTIP = re.compile(r'^\s*(n\d+|op\d+_mask) \[label=.*tooltip="((?:[^"\\]|\\.)*)"', re.M)

@@ -10,7 +10,7 @@ import pytest
 from minigrad import Tensor, nn
 from viz import draw_graph, render
 from viz.attention_graph import build_attention_graph
-from viz.attention_graph import main as attention_graph_main
+from transformer.commands.attention_graph import main as attention_graph_main
 from viz.inputs import load_or_create_model
 
 HAS_DOT = shutil.which("dot") is not None

@@ -4,8 +4,8 @@ import json
 import numpy as np
 import pytest
 
-from viz.heatmaps import (attention_maps, curves_main, main, plot_training_curves, read_training_log,
-                          save_attention_heatmaps)
+from transformer.commands.heatmaps import curves_main, main as main
+from viz.heatmaps import attention_maps, plot_training_curves, read_training_log, save_attention_heatmaps
 from transformer.decoding import greedy_decode
 from viz.inputs import load_or_create_model, source_ids, token_labels
 

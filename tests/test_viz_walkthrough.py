@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from viz.inputs import load_or_create_model
-from viz.walkthrough import compute_walkthrough, format_walkthrough, main
+from transformer.commands.explain import main as main
+from viz.walkthrough import compute_walkthrough, format_walkthrough
 
 SEED_IDS = [65, 1, 6, 7, 6, 62, 1, 1, 62, 3, 0, 66]
 

@@ -10,9 +10,9 @@ import pytest
 from minigrad import Tensor
 from transformer.files.output_folder import make_output_folder
 from viz import draw_graph
-from viz.attention_graph import main as attention_graph_main
-from viz.backward_animation import main as animation_main
-from viz.heatmaps import curves_main, main as heatmaps_main
+from transformer.commands.attention_graph import main as attention_graph_main
+from transformer.commands.backward_animation import main as animation_main
+from transformer.commands.heatmaps import curves_main, main as heatmaps_main
 from viz.render import EXIT_DOT_MISSING, INSTALL_HINT
 
 TINY = ["--d-model", "8", "--heads", "2", "--layers", "1"]

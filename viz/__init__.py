@@ -14,6 +14,10 @@
     inputs.py           which model to draw (the newest finished run's checkpoint, one given, or an
                         untrained one) and one date's token ids
 
+Each picture is a function of a model (and a date); its console script (options, one line for
+bad input, exit codes) lives in transformer/commands/: attention_graph.py, backward_animation.py,
+explain.py, explore.py, heatmaps.py, ladder.py (docs/design.md, "House rules").
+
 Every file they write goes through transformer/files/output_file.py: atomically, and never over a
 checkpoint, a log or a file of another kind (an earlier output of their own needs --force).
 """

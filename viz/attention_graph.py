@@ -18,24 +18,16 @@ intermediate retaining its gradient, and shows each gradient's shape and norm.
 import contextlib
 import inspect
 import os
-import sys
-import time
 from dataclasses import dataclass
 
 import numpy as np
 
 from minigrad import Tensor, detect_anomaly
 from minigrad.nn import record_scopes
-from transformer.files.checkpoint import CheckpointError
-from transformer.commands.console import Parser, console_script, path_argument
-from transformer.tasks.dates import DateError
 from transformer.decoding import inference
-from transformer.files.output_file import add_force_option, check_outputs, free_default
 
 from .graph import draw_graph
-from .render import EXIT_CODES_HELP, EXIT_DOT_MISSING, render
-from .inputs import (ATTENTION_KINDS, UNTRAINED, add_model_arguments, attention_kinds, check_kind, is_decoder_only,
-                     model_from_args, on_numpy_twins, reference_inputs, source_ids)
+from .inputs import ATTENTION_KINDS, UNTRAINED, check_kind, is_decoder_only, reference_inputs
 
 KINDS = ATTENTION_KINDS
 # how the model builds each kind's mask (transformer/models/attention.py); True = may attend
@@ -100,7 +92,7 @@ def capture_attention_call(model, module, inputs: tuple) -> AttentionCall:
     return calls[0]
 
 
-def _as_leaves(call: AttentionCall) -> AttentionCall:
+def as_leaves(call: AttentionCall) -> AttentionCall:
     """Fresh leaf tensors (requiring grad) for the captured inputs."""
     if call.memory is None:
         return AttentionCall(Tensor(call.x.data, requires_grad=True, name="x (query = key = value)"), None, call.mask)
@@ -143,7 +135,7 @@ def run_attention_step(model, date="1845-01-05", kind="encoder-self", layer=0, r
     ``detect_anomaly()`` does)."""
     name, module = find_attention_module(model, kind, layer)
     inputs = reference_inputs(model, date) if inputs is None else inputs
-    call = _as_leaves(capture_attention_call(model, module, inputs))
+    call = as_leaves(capture_attention_call(model, module, inputs))
     was_training, was_fused = model.training, module.fused
     model.eval()
     module.fused = False  # draw every stage, not the one fused op
@@ -191,58 +183,3 @@ def default_out(date, kind, layer) -> str:
     """The default output stem, named after the step drawn (as the backward animation's is), so that
     another date, kind or layer does not meet the previous picture: runs/viz/attention_step_1845-01-05_cross_layer1."""
     return os.path.join("runs", "viz", f"attention_step_{date}_{kind}_layer{layer}")
-
-
-@console_script
-@on_numpy_twins
-def main(argv=None) -> int:
-    parser = Parser(prog="dates-attention-graph", description=__doc__.split("\n")[0], epilog=EXIT_CODES_HELP)
-    add_model_arguments(parser)
-    parser.add_argument("--kind", choices=KINDS, default=None,
-                        help="which attention (default: encoder-self; a decoder-only model's only kind is decoder-self)")
-    parser.add_argument("--layer", type=int, default=0, help="layer index, from 0 (default: %(default)s)")
-    parser.add_argument("--backward", action="store_true", help="also show the gradients of sum(output)")
-    parser.add_argument("--out", type=path_argument, default=None,
-                        help="output path without extension (default: named after the step drawn, e.g. "
-                             f"{default_out('1845-01-05', 'decoder-self', 0)}; numbered -2, -3 ... when taken)")
-    parser.add_argument("--format", action="append", choices=["svg", "png", "pdf"],
-                        help="rendered format, repeatable (default: svg); the .dot is always written")
-    parser.add_argument("--rankdir", choices=["TB", "LR"], default="TB")
-    parser.add_argument("--no-clusters", action="store_true", help="do not box the ops of each sub-module")
-    parser.add_argument("--max-depth", type=int, default=None, metavar="N",
-                        help="draw only the last N ops before the output (e.g. 7: from the mask on)")
-    parser.add_argument("--output-of", metavar="NAME",
-                        help="draw the graph only up to the tensor with this name (e.g. weights)")
-    add_force_option(parser)
-    args = parser.parse_args(argv)
-    if args.max_depth is not None and args.max_depth < 1:
-        print(f"error: --max-depth must be at least 1, got {args.max_depth}", file=sys.stderr)
-        return 2
-    try:
-        source_ids(args.date)              # a bad date fails before a model is built or announced
-        formats = tuple(args.format or ["svg"])
-        notes = []                         # which model: said once its picture may be written
-        chosen = model_from_args(args, say=notes.append)
-        kind = args.kind or attention_kinds(chosen.model)[0]
-        find_attention_module(chosen.model, kind, args.layer)      # what is asked is checked before where it goes
-        extensions = tuple(f".{fmt}" for fmt in formats + ("dot",))
-        out = args.out or free_default(default_out(args.date, kind, args.layer), extensions, args.force)
-        check_outputs([out + extension for extension in extensions], args.force)
-        for note in notes:
-            print(note, file=sys.stderr)
-        start = time.perf_counter()
-        graph, _ = build_attention_graph(chosen.model, args.date, kind, args.layer, args.backward,
-                                         not args.no_clusters, args.rankdir, untrained=not chosen.trained,
-                                         max_depth=args.max_depth, output_of=args.output_of)
-        built = time.perf_counter()
-        paths = render(graph, out, formats=formats, force=args.force)
-        done = time.perf_counter()
-    except (DateError, ValueError, OSError, CheckpointError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    if paths.message:              # no `dot`: the .dot was written and render said how to install it
-        print(f"wrote {', '.join(paths)}  (not rendered)")
-        return EXIT_DOT_MISSING
-    print(f"wrote {', '.join(paths)}  (graph built in {built - start:.2f} s, including the forward pass; "
-          f"rendered in {done - built:.2f} s)")
-    return 0

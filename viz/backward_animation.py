@@ -17,25 +17,15 @@ Outputs (``write_animation``, in ``animation_output.py``): an animated GIF and
 a self-contained HTML page with a step slider over the inline SVG frames (no
 server, no network, no external script); hover a box in the HTML for its tooltip.
 """
-import argparse
-import hashlib
-import os
-import re
-import sys
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from minigrad import Tensor, autograd_steps
-from transformer.commands.console import Parser, console_script, path_argument
-from transformer.files.output_file import add_force_option, free_default
 
-from .animation_output import MAX_GIF_HEIGHT, write_animation
 from .details import NOT_ARRIVED, first_values, norm, tooltip_text
 from .graph import draw_graph
 from .graph_text import escape, number, shape_text
-from .inputs import on_numpy_twins
-from .render import EXIT_CODES_HELP, EXIT_DOT_MISSING
 
 SHOWN_VALUES = 4            # a gradient with at most this many values shows them; a bigger one its norm
 MAX_FRAMES = 200            # one dot run per frame: beyond this, animate a smaller graph
@@ -173,7 +163,6 @@ def _tensor_decorator(arrivals, current_output, sent):
 
 
 # --------------------------------------------------------------------- inputs
-MODEL_OPTIONS = ("checkpoint", "untrained", "seed", "d_model", "heads", "layers")
 DEFAULT_DATE = "1845-01-05"
 DEFAULT_EXPR = "(a * b + a).tanh().sum()"
 DEFAULT_VARS = ("a=0.5,-0.4", "b=0.2,1.5")
@@ -224,111 +213,3 @@ def attention_root(model, date, kind, layer, untrained):
     root = output.sum().named("loss = sum(output)")
     title = f"one {kind} attention step on {date}" + (" (untrained model)" if untrained else "")
     return root, dict(params=model, cluster_modules=True, mask_kind=MASK_KINDS[kind]), title
-
-
-# ------------------------------------------------------------------------ CLI
-def _model_options_given(args) -> list:
-    """The --attention-only options given on the command line (ignored silently otherwise)."""
-    given = [f"--{name.replace('_', '-')}" for name in MODEL_OPTIONS if getattr(args, name) not in (None, False)]
-    return given + ["--date"] * (args.date != DEFAULT_DATE) + ["--layer"] * (args.layer != 0)
-
-
-@console_script
-@on_numpy_twins
-def main(argv=None) -> int:
-    from transformer.files.checkpoint import CheckpointError
-    from transformer.tasks.dates import DateError
-
-    args = _parser().parse_args(argv)
-    try:
-        _check_arguments(args)
-        root, options, title = _animated_root(args)
-        frames = backward_frames(root, rankdir=args.rankdir, title=title, **options)
-        formats = tuple(args.format or ("gif", "html"))
-        out = args.out or free_default(default_out(args), tuple(f".{fmt}" for fmt in formats + ("dot",)), args.force)
-        paths = write_animation(frames, out, formats=formats, dpi=args.dpi, force=args.force,
-                                max_height=args.max_height)
-    except (DateError, ValueError, OSError, CheckpointError, RuntimeError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    if paths.message:              # no `dot`: the frames' .dot was written and the hint printed
-        print(f"wrote {', '.join(paths)}  ({len(frames)} frames, not rendered)")
-        return EXIT_DOT_MISSING
-    print(f"wrote {', '.join(paths)}  ({len(frames)} frames, one per op backward processed)")
-    return 0
-
-
-def _parser():
-    from .attention_graph import KINDS
-    from .inputs import add_model_arguments
-
-    parser = Parser(prog="dates-backward-animation", description=__doc__.split("\n")[0],
-                    epilog=EXIT_CODES_HELP)
-    parser.add_argument("--expr", default=None,
-                        help=f"an expression over --var leaves, Tensor methods allowed (default: {DEFAULT_EXPR})")
-    parser.add_argument("--var", action="append", metavar="NAME=1,2",
-                        help=f"a leaf and its values, repeatable (default: {' '.join(DEFAULT_VARS)})")
-    parser.add_argument("--attention", choices=KINDS, help="animate one attention step of the date model instead")
-    attention = parser.add_argument_group("with --attention")
-    attention.add_argument("--layer", type=int, default=0, help="layer index, from 0 (default: %(default)s)")
-    add_model_arguments(attention, default_date=DEFAULT_DATE)
-    parser.add_argument("--out", type=path_argument, default=None,
-                        help="output path without extension (default: named after what is animated, e.g. "
-                             f"{default_out(argparse.Namespace(attention=None, expr=None))} or "
-                             f"{default_out(argparse.Namespace(attention='decoder-self', layer=0))}; "
-                             "numbered -2, -3 ... when taken)")
-    parser.add_argument("--format", action="append", choices=["gif", "html"], help="default: both")
-    parser.add_argument("--rankdir", choices=["TB", "LR"], default="TB")
-    parser.add_argument("--dpi", type=int, default=72, help="resolution of the GIF frames (default: 72)")
-    parser.add_argument("--max-height", type=int, default=MAX_GIF_HEIGHT, metavar="PX",
-                        help="scale the GIF down to at most PX pixels tall (default: %(default)s; the HTML "
-                             "page keeps full size)")
-    add_force_option(parser)
-    return parser
-
-
-OPERATOR_WORDS = (("**", "pow"), ("*", "mul"), ("+", "add"), ("-", "sub"), ("/", "div"), ("@", "matmul"))
-MAX_NAME = 60
-
-
-def default_out(args) -> str:
-    """The default output stem, named after what is animated, so that animating another expression
-    or another attention does not meet the previous one's files: runs/viz/backward_a_mul_b_add_a_tanh_sum,
-    runs/viz/backward_decoder-self_layer0."""
-    if args.attention:
-        name = f"{args.attention}_layer{args.layer}"
-    else:
-        name = args.expr or DEFAULT_EXPR
-        for operator, word in OPERATOR_WORDS:
-            name = name.replace(operator, f" {word} ")
-        name = re.sub(r"[^A-Za-z0-9.]+", "_", name).replace(".", "_").strip("_")
-        name = re.sub(r"_+", "_", name)
-        if len(name) > MAX_NAME:     # a long expression: its start and a hash of the whole
-            name = name[:MAX_NAME - 9] + "_" + hashlib.sha1((args.expr or "").encode()).hexdigest()[:8]
-    return os.path.join("runs", "viz", f"backward_{name}")
-
-
-def _check_arguments(args):
-    """A ValueError naming the first combination of options that cannot be animated."""
-    if args.attention and (args.expr or args.var):
-        raise ValueError("give either --attention or --expr/--var, not both")
-    model_options = _model_options_given(args)
-    if model_options and not args.attention:
-        raise ValueError(f"{', '.join(model_options)} need --attention KIND "
-                         "(they choose the model and the step to animate)")
-    if not 20 <= args.dpi <= 300:
-        raise ValueError(f"--dpi must be between 20 and 300, got {args.dpi}")
-    if args.max_height < 100:
-        raise ValueError(f"--max-height must be at least 100 (pixels), got {args.max_height}")
-
-
-def _animated_root(args):
-    """(root tensor, backward_frames options, title): one attention step of the date model, or the expression."""
-    from .inputs import model_from_args, source_ids
-    if args.attention:
-        source_ids(args.date)          # a bad date fails before a model is built
-        chosen = model_from_args(args)
-        return attention_root(chosen.model, args.date, args.attention, args.layer, not chosen.trained)
-    variables = dict(parse_var(v) for v in (args.var or DEFAULT_VARS))
-    expr = args.expr or DEFAULT_EXPR
-    return expression_root(expr, variables), {}, expr

@@ -65,7 +65,7 @@ LEGEND_ROWS = [
 
 
 # ------------------------------------------------------------------ traversal
-def _collect(output, max_nodes, max_depth):
+def collect_graph(output, max_nodes, max_depth):
     """Breadth-first walk from ``output`` towards the leaves (iterative, any depth).
 
     Returns (tensors, ops, cut): tensors in discovery order, ops as
@@ -116,7 +116,7 @@ def _count_ops_below(tensors):
 
 
 # --------------------------------------------------------------------- naming
-def _parameter_names(params) -> dict:
+def parameter_names(params) -> dict:
     """id(parameter) -> dotted name, from a Module, a dict or (name, tensor) pairs."""
     if params is None:
         return {}
@@ -127,7 +127,7 @@ def _parameter_names(params) -> dict:
     return {id(tensor): name for name, tensor in params}
 
 
-def _kind(tensor, output) -> str:
+def tensor_kind(tensor, output) -> str:
     if tensor is output:
         return "output"
     if tensor.grad_fn is not None:
@@ -181,8 +181,8 @@ def draw_graph(output, params=None, show_grad=False, show_values=False, cluster_
     value and gradient norms. An op that keeps a boolean mask (MaskedFill's
     ``fn.mask``, Where's ``fn.condition``) gets a mask node showing its pattern.
     """
-    names = _parameter_names(params)
-    tensors, ops, cut = _collect(output, max_nodes, max_depth)
+    names = parameter_names(params)
+    tensors, ops, cut = collect_graph(output, max_nodes, max_depth)
     ids = {id(t): f"n{i}" for i, t in enumerate(tensors)}
     dot = DotGraph("minigrad", graph_attr=dict(rankdir=rankdir, fontname="Helvetica"),
                            node_attr=dict(fontname="Helvetica", fontsize="11"),
@@ -202,7 +202,7 @@ def _draw_tensors(placement, tensors, ids, output, names, consumer_scope, show_g
                   decorate_tensor):
     """One node per tensor: its kind's style, its name, shape and tooltip, in its module's box."""
     for tensor in tensors:
-        kind = _kind(tensor, output)
+        kind = tensor_kind(tensor, output)
         name = names.get(id(tensor)) or _default_name(tensor, kind)
         label = _tensor_label(tensor, kind, name, show_grad, show_values)
         scope = _node_scope(tensor, kind, names, consumer_scope)

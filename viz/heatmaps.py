@@ -14,23 +14,20 @@ global state and nothing to close; PNGs are drawn by the Agg renderer). In a
 notebook, evaluate the returned figure to show it.
 """
 import os
-import sys
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
 from matplotlib.figure import Figure
 
-from transformer.files.checkpoint import CheckpointError
-from transformer.commands.console import Parser, console_script, path_argument
-from transformer.tasks.dates import DateError, decode
+from transformer.tasks.dates import decode
 from transformer.decoding import inference
-from transformer.files.output_file import add_force_option, atomic_output, check_outputs, free_default
+from transformer.files.output_file import atomic_output, check_outputs
 from transformer.files.output_folder import make_output_folder
-from transformer.files.run_dir import LOG_NAME, RunFolderError, default_checkpoint, log_lines
+from transformer.files.run_dir import RunFolderError, log_lines
 
-from .inputs import (UNTRAINED, add_model_arguments, attention_kinds, decoder_input_from_greedy, is_decoder_only,
-                     model_from_args, model_inputs, on_numpy_twins, source_ids, token_labels)
+from .inputs import (UNTRAINED, attention_kinds, decoder_input_from_greedy, is_decoder_only, model_inputs,
+                     source_ids, token_labels)
 
 KINDS = ("encoder-self", "decoder-self", "cross")
 TITLES = {"encoder-self": "encoder self-attention",
@@ -247,55 +244,3 @@ def plot_training_curves(log_jsonl, out_png, dpi=DPI, force=True) -> SavedFigure
     for ax in (loss_ax, match_ax):
         ax.grid(alpha=0.3)
     return _save(fig, out_png, dpi)
-
-
-# ----------------------------------------------------------------------- CLIs
-@console_script
-@on_numpy_twins
-def main(argv=None) -> int:
-    parser = Parser(prog="dates-heatmaps",
-                    description="Attention heatmaps (every layer and head) for one date.")
-    add_model_arguments(parser)
-    parser.add_argument("--out-dir", type=path_argument, default=None,
-                        help="folder for the PNGs (default: runs/viz/heatmaps; numbered -2, -3 ... when it exists)")
-    parser.add_argument("--prefix", default="attention", help="file name prefix (default: %(default)s)")
-    add_force_option(parser)
-    args = parser.parse_args(argv)
-    try:
-        source_ids(args.date)              # a bad date fails before a model is built or announced
-        notes = []                         # which model: said once its pictures may be written
-        chosen = model_from_args(args, say=notes.append)
-        args.out_dir = args.out_dir or free_default(os.path.join("runs", "viz", "heatmaps"), force=args.force)
-        check_outputs(heatmap_paths(args.out_dir, args.prefix, attention_kinds(chosen.model),
-                                    is_decoder_only(chosen.model)).values(), args.force, "--out-dir or --prefix")
-        for note in notes:
-            print(note, file=sys.stderr)
-        saved = save_attention_heatmaps(chosen.model, args.date, args.out_dir, args.prefix,
-                                        untrained=not chosen.trained, force=args.force)
-    except (DateError, ValueError, OSError, CheckpointError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    print("wrote " + ", ".join(s.path for s in saved.values()))
-    return 0
-
-
-@console_script
-def curves_main(argv=None) -> int:
-    parser = Parser(prog="dates-plot-training",
-                    description="Loss and held-out exact-match curves from a training log.")
-    parser.add_argument("log", nargs="?", default=None,
-                        help="the JSON-lines log written by dates-train (default: the newest finished run's, "
-                             "runs/dates/train_log.jsonl or runs/dates-N/train_log.jsonl)")
-    parser.add_argument("--out", type=path_argument, default=None,
-                        help="output PNG (default: runs/viz/training_curves.png; numbered -2, -3 ... when taken)")
-    add_force_option(parser)
-    args = parser.parse_args(argv)
-    try:
-        log = args.log or os.path.join(os.path.dirname(default_checkpoint()), LOG_NAME)
-        out = args.out or free_default(os.path.join("runs", "viz", "training_curves"), (".png",), args.force) + ".png"
-        saved = plot_training_curves(log, out, force=args.force)
-    except (ValueError, OSError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    print(f"wrote {saved.path}")
-    return 0

@@ -1,4 +1,5 @@
-"""What every viz command starts from: a model (checkpoint or fresh and seeded) and one date.
+"""What every picture starts from: a model (checkpoint or fresh and seeded) and one date.
+(The options that choose them: ``transformer/commands/model_options.py``.)
 
 The commands draw the trained model in ``runs/dates/model.npz`` (where
 ``dates-train`` writes it) unless told otherwise; without one, or with
@@ -19,11 +20,9 @@ import numpy as np
 
 import minigrad
 from transformer.models.config import ModelConfig
-from transformer.commands.console import path_argument
 from transformer.tasks.dates import EOS, SOS, VOCAB, encode, parse_iso_date, translate_reference
 from transformer.models.decoder_only import DecoderOnlyTransformer
 from transformer.decoding import greedy_decode
-from transformer.commands.limits import check_model_size
 from transformer.files.run_dir import default_checkpoint as newest_checkpoint
 from transformer.models.encoder_decoder import Transformer
 
@@ -31,7 +30,7 @@ from transformer.models.encoder_decoder import Transformer
 DEFAULT_CHECKPOINT = os.path.join("runs", "dates", "model.npz")
 UNTRAINED = "untrained model"
 
-# A decorator for the viz commands' mains: run on the kernels' numpy twins. A command runs
+# A decorator for the picture commands' mains: run on the kernels' numpy twins. A command runs
 # the model once or twice on one date, where the Numba kernels gain nothing, while loading
 # them costs ~0.3 s and compiling them on a cold cache 6-7 s (dates-explain: 0.7 s vs 7.9 s).
 on_numpy_twins = minigrad.kernels.use_backend("numpy")
@@ -48,25 +47,6 @@ class ChosenModel:
     def title_note(self) -> str:
         """'' for a trained model, ' (untrained model)' for a fresh one: appended to figure titles."""
         return "" if self.trained else f" ({UNTRAINED})"
-
-
-def add_model_arguments(parser, default_date="1845-01-05", date_option=True):
-    """The options every viz CLI shares: the date, a checkpoint or a fresh model's shape."""
-    if date_option:
-        parser.add_argument("--date", default=default_date, help="an ISO date YYYY-MM-DD (default: %(default)s)")
-    parser.add_argument("--checkpoint", metavar="PATH", type=path_argument,
-                        help=f"a trained checkpoint (default: the newest finished run's, {DEFAULT_CHECKPOINT} or "
-                             "runs/dates-N/model.npz, when there is one)")
-    parser.add_argument("--untrained", action="store_true",
-                        help="draw a fresh, untrained model even when a checkpoint exists")
-    parser.add_argument("--seed", type=int, default=None, help="seed of the fresh model (default: 0)")
-    parser.add_argument("--d-model", type=int, default=None, help="width of the fresh model (default: 64)")
-    parser.add_argument("--heads", type=int, default=None, help="heads of the fresh model (default: 4)")
-    parser.add_argument("--layers", type=int, default=None, help="encoder and decoder layers of the fresh model")
-
-
-def model_from_args(args, say=None) -> ChosenModel:
-    return choose_model(args.checkpoint, args.untrained, args.seed, args.d_model, args.heads, args.layers, say=say)
 
 
 def choose_model(checkpoint=None, untrained=False, seed=None, d_model=None, heads=None, layers=None,
@@ -112,15 +92,19 @@ def load_or_create_model(checkpoint=None, seed=0, d_model=None, heads=None, laye
                   file=sys.stderr)
         from transformer.files.trained_model import load_model
         return load_model(checkpoint)
+    minigrad.manual_seed(seed)
+    return Transformer(fresh_config(d_model, heads, layers)).eval()
+
+
+def fresh_config(d_model=None, heads=None, layers=None) -> ModelConfig:
+    """The shape of a fresh model: the defaults, with what is given (the commands check its size
+    against their limits before anything is allocated)."""
     defaults = ModelConfig()
     d_model = d_model or defaults.d_model
     heads = heads or _default_heads(d_model, defaults.num_heads)
     layers = layers or defaults.num_encoder_layers
-    config = ModelConfig(d_model=d_model, num_heads=heads, num_encoder_layers=layers,
-                         num_decoder_layers=layers, d_ff=4 * d_model)
-    check_model_size(config)          # --d-model / --layers too large: one line, not a MemoryError
-    minigrad.manual_seed(seed)
-    return Transformer(config).eval()
+    return ModelConfig(d_model=d_model, num_heads=heads, num_encoder_layers=layers,
+                       num_decoder_layers=layers, d_ff=4 * d_model)
 
 
 def _default_heads(d_model, heads):

@@ -85,13 +85,3 @@ def draw_weights(ax, rung):
     ax.set_yticks(range(len(words)), words, fontsize=9)
     ax.set_title(f"{rung.name}: weights on a sentence it gets right (-> {example['answer']});\n"
                  "row: the word pulled, column: the word pulling, grey: later words, never seen", fontsize=10)
-
-
-def _command():
-    from transformer.commands.ladder import command
-    return command(draw=plot_ladder)
-
-
-def main(argv=None) -> int:
-    """``attention-ladder``: the ladder's command (``transformer/commands/ladder.py``) with its picture."""
-    return _command()(argv)

@@ -1,7 +1,7 @@
 """Write a graphviz graph to disk: the .dot always, then SVG (or other formats) when Graphviz's
 ``dot`` program is installed; without it, one line says how to install it.
 
-Every viz command behaves the same way without ``dot``: it writes the ``.dot`` source,
+Every picture command behaves the same way without ``dot``: it writes the ``.dot`` source,
 prints ``dot_missing_message`` on stderr and exits with ``EXIT_DOT_MISSING`` (3), so a
 script can tell "install Graphviz" from a bad argument (2). In a notebook, a ``DotGraph``
 (what ``draw_graph`` returns) shows its DOT source and the same hint instead of raising.
@@ -13,14 +13,11 @@ import sys
 
 import graphviz
 
-from transformer.commands.console import EXIT_CODES
 from transformer.files.output_file import check_outputs, write_output
 
 INSTALL_HINT = ("install Graphviz (apt-get install graphviz | brew install graphviz | "
                 "conda install -c conda-forge python-graphviz)")
 EXIT_DOT_MISSING = 3        # the .dot was written, nothing was rendered
-EXIT_CODES_HELP = (EXIT_CODES[:-1] + f", {EXIT_DOT_MISSING} Graphviz's `dot` is not installed, so only the .dot "
-                   "source was written (one line says how to install it).")
 
 
 def have_dot() -> bool:

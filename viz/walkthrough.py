@@ -15,21 +15,17 @@ Every number comes from the model's own modules (``src_embed``,
 ``last_weights`` the encoder recorded in a real forward pass.
 """
 import math
-import sys
 from dataclasses import dataclass
 
 import numpy as np
 
 from minigrad import Tensor
 from transformer.models.attention import padding_mask, scaled_dot_product_attention
-from transformer.files.checkpoint import CheckpointError
-from transformer.commands.console import Parser, console_script
-from transformer.tasks.dates import PAD, DateError
+from transformer.tasks.dates import PAD
 from transformer.decoding import inference
 from transformer.models.positional import sinusoidal_encoding
 
-from .inputs import (add_model_arguments, model_from_args, on_numpy_twins, require_encoder_decoder, source_ids,
-                     token_labels)
+from .inputs import require_encoder_decoder, source_ids, token_labels
 
 DEFAULT_DATE = "1676-11-30"
 SPECIAL_TOKENS = ("<sos>", "<eos>", "<pad>")
@@ -168,30 +164,3 @@ def _tokens_section(w: Walkthrough, markdown) -> str:
     flow = f"`{w.date}` -> `{text}` -> `[{ids}]`" if markdown else f"{w.date} -> {text} -> [{ids}]"
     rows = [[str(i), token, str(token_id)] for i, (token, token_id) in enumerate(zip(w.tokens, w.ids))]
     return "\n\n".join([_heading("Token ids", markdown), flow, _format_cells(["pos", "token", "id"], rows, markdown)])
-
-
-# ------------------------------------------------------------------------- CLI
-@console_script
-@on_numpy_twins
-def main(argv=None) -> int:
-    parser = Parser(prog="dates-explain", description=__doc__.split("\n")[0])
-    parser.add_argument("date", nargs="?", default=DEFAULT_DATE, help="an ISO date (default: %(default)s)")
-    add_model_arguments(parser, date_option=False)
-    parser.add_argument("--head", type=int, default=0, help="which head of encoder layer 0 (default: %(default)s)")
-    parser.add_argument("--max-dims", type=int, default=16, help="columns shown of wide tables (default: %(default)s)")
-    parser.add_argument("--markdown", action="store_true", help="print markdown tables and headings")
-    args = parser.parse_args(argv)
-    if args.max_dims < 1:
-        print(f"error: --max-dims must be at least 1, got {args.max_dims}", file=sys.stderr)
-        return 2
-    try:
-        source_ids(args.date)              # a bad date fails before a model is built or announced
-        chosen = model_from_args(args)
-        steps = compute_walkthrough(chosen.model, args.date, args.head)
-        steps.model_note = chosen.title_note
-        text = format_walkthrough(steps, args.markdown, args.max_dims)
-    except (DateError, ValueError, OSError, CheckpointError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    sys.stdout.write(text)
-    return 0

@@ -112,7 +112,7 @@ def hmax(vector):
 # polynomial for exp(r). Only needed for t <= 0 (after subtracting a row max),
 # so no overflow handling. Results below ~1e-38 (float32) / ~1e-308 (float64)
 # are flushed to 0; -inf gives 0; NaN stays NaN.
-def _exp_nonpositive_f32(t):
+def exp_nonpositive_f32(t):
     f = np.float32
     t = vmax(t, vsplat(f(-88.0)))  # exp(-88) < smallest normal float32: n = -127 -> 0
     n = vfloor(vfma(vsplat(f(0.5)), t, vsplat(f(1.44269504088896341))))  # round(t / ln 2)
@@ -128,7 +128,7 @@ def _exp_nonpositive_f32(t):
 _EXP_F64_COEFFS = tuple(1.0 / float(np.prod(np.arange(1, k + 1, dtype=np.float64))) for k in range(13, -1, -1))
 
 
-def _exp_nonpositive_f64(t):
+def exp_nonpositive_f64(t):
     f = np.float64
     t = vmax(t, vsplat(f(-709.0)))  # n = -1023 -> 0
     n = vfloor(vfma(vsplat(f(0.5)), t, vsplat(f(1.4426950408889634))))
@@ -141,5 +141,5 @@ def _exp_nonpositive_f64(t):
 
 def exp_nonpositive(t):
     """exp(t) lane by lane for t <= 0 (see above)."""
-    return _exp_nonpositive_f32(t) if t.dtype == np.float32 else _exp_nonpositive_f64(t)
+    return exp_nonpositive_f32(t) if t.dtype == np.float32 else exp_nonpositive_f64(t)
 

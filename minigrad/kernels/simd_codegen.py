@@ -14,7 +14,7 @@ from numba.core.errors import TypingError
 from numba.core.typing.templates import AbstractTemplate, infer_global
 from numba.extending import lower_builtin, models, overload, register_model
 
-from .simd import (VECTOR_BYTES, _exp_nonpositive_f32, _exp_nonpositive_f64, exp_nonpositive, flat, hmax, hsum,
+from .simd import (VECTOR_BYTES, exp_nonpositive, exp_nonpositive_f32, exp_nonpositive_f64, flat, hmax, hsum,
                    lanes, vbroadcast, vfloor, vfma, vload, vmax, vpow2, vsplat, vstore)
 
 
@@ -263,4 +263,4 @@ _install_vector_operator(operator.mul, lambda builder: builder.fmul)
 @overload(exp_nonpositive)
 def _exp_nonpositive_numba(t):
     if isinstance(t, VectorType):
-        return _exp_nonpositive_f32 if t.dtype == types.float32 else _exp_nonpositive_f64
+        return exp_nonpositive_f32 if t.dtype == types.float32 else exp_nonpositive_f64

@@ -8,6 +8,7 @@ mode): ``differentiable_backward = True``, see ``function.py``."""
 import numpy as np
 
 from ..function import Function, tangent_sum
+from .. import tensor_type
 from . import xp
 from .checks import broadcast_shape, unwrap
 
@@ -131,7 +132,6 @@ class ScalarBasePow(Function):
 
 def scalar_base_pow(x, base):
     """``base ** x`` for a constant base (a number or an array without gradient)."""
-    from ..tensor import Tensor
     if getattr(base, "requires_grad", False):
         raise TypeError("pow: the base must be a constant here; for a tensor base that needs a "
                         "gradient write base ** x as exp(x * log(base))")
@@ -141,7 +141,7 @@ def scalar_base_pow(x, base):
     if x.dtype.kind == "f":
         base = base.astype(x.dtype)
     broadcast_shape("pow", base.shape, x.shape)
-    return ScalarBasePow.apply(x, Tensor._from_op(base, None))
+    return ScalarBasePow.apply(x, tensor_type.constant(base))
 
 
 def _constant_exponent(exponent):

@@ -2,6 +2,8 @@
 names the op, the shapes involved and a way out (never a numpy traceback)."""
 import numpy as np
 
+from .. import tensor_type
+
 
 def normalize_axis(axis: int, ndim: int, op: str) -> int:
     if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, (int, np.integer)):
@@ -37,5 +39,4 @@ def broadcast_shape(op: str, *shapes) -> tuple:
 
 def unwrap(x):
     """A Tensor's array, or x itself (numpy arrays have a ``.data`` too, so test the type)."""
-    from ..tensor import Tensor
-    return x.data if isinstance(x, Tensor) else x
+    return x.data if isinstance(x, tensor_type.Tensor) else x

@@ -9,6 +9,7 @@ against it, and higher-order derivatives go through it.
 import numpy as np
 
 from ..accelerated import accelerated
+from .. import tensor_type
 from ..function import Function
 from .checks import unwrap
 from .matmul import over_rows, summed_over_rows
@@ -170,7 +171,6 @@ class CrossEntropy(Function):
         """The same loss from public ops: the mean over counted rows of -((1 - eps) log p[target]
         + eps / C sum(log p)), log p = log_softmax(logits). The target's entry is picked, not
         multiplied by a one-hot, so a masked (-inf) logit elsewhere gives no -inf * 0."""
-        from ..tensor import Tensor
         t = np.asarray(unwrap(targets)).reshape(-1)
         classes, eps = logits.shape[-1], label_smoothing
         counted = np.flatnonzero(np.ones(t.shape, bool) if ignore_index is None else t != ignore_index)
@@ -184,7 +184,7 @@ class CrossEntropy(Function):
             per_row = per_row * (1 - eps) - log_p[counted].sum(axis=-1) * (eps / classes)
         total = per_row.sum()
         if not counted.size:    # NaN (0 / 0) with a zero gradient at every order, as forward and backward
-            return where(np.array(True), Tensor(np.asarray(np.nan, logits.dtype)), total)
+            return where(np.array(True), tensor_type.Tensor(np.asarray(np.nan, logits.dtype)), total)
         return total / float(counted.size)
 
 

@@ -6,6 +6,7 @@ run on numpy arrays and Tensors alike (``differentiable_backward``, see
 import numpy as np
 
 from ..function import Function
+from .. import tensor_type
 from . import xp
 from .checks import normalize_axes, normalize_axis, unwrap
 
@@ -92,10 +93,9 @@ def argmax(x, axis=None, keepdims=False):
     """Index of the largest entry (of the flattened tensor when axis is None), as an
     int64 Tensor without gradient; the first one wins ties, and NaN counts as the
     largest, as in PyTorch."""
-    from ..tensor import Tensor
     data = unwrap(x)
     if data.size == 0:
         raise ValueError(f"argmax of an empty tensor of shape {data.shape} has no value")
     if axis is not None:
         axis = normalize_axis(axis, data.ndim, "argmax")
-    return Tensor(np.argmax(data, axis=axis, keepdims=keepdims).astype(np.int64))
+    return tensor_type.Tensor(np.argmax(data, axis=axis, keepdims=keepdims).astype(np.int64))

@@ -2,6 +2,7 @@
 import numpy as np
 
 from ..function import Function
+from .. import tensor_type
 from . import xp
 from .checks import broadcast_shape, unwrap
 
@@ -71,11 +72,10 @@ class MaskedFill(Function):
 
 def where(condition, a, b):
     """Entries of ``a`` where ``condition`` is True, else of ``b`` (numbers take the other's dtype)."""
-    from ..tensor import Tensor, as_tensor, _like
-    if isinstance(b, Tensor):
-        a = _like(a, b)
-    if isinstance(a, Tensor):
-        b = _like(b, a)
-    return Where.apply(as_tensor(a), as_tensor(b), condition=condition)
+    if isinstance(b, tensor_type.Tensor):
+        a = tensor_type.operand_like(a, b)
+    if isinstance(a, tensor_type.Tensor):
+        b = tensor_type.operand_like(b, a)
+    return Where.apply(tensor_type.as_tensor(a), tensor_type.as_tensor(b), condition=condition)
 
 

@@ -10,6 +10,7 @@ backward: ``x[index]`` and "add into zeros at ``index``" are transposes."""
 import numpy as np
 
 from ..accelerated import accelerated
+from .. import tensor_type
 from ..function import Function, unbroadcast
 from . import xp
 from .checks import normalize_axis, unwrap
@@ -238,8 +239,7 @@ def stack(tensors, axis=0):
 
 def _tensor_list(op, tensors):
     """A non-empty list of tensors (PyTorch's torch.cat refuses an empty list and a lone tensor too)."""
-    from ..tensor import Tensor
-    if isinstance(tensors, (Tensor, np.ndarray)):
+    if isinstance(tensors, (tensor_type.Tensor, np.ndarray)):
         raise TypeError(f"{op} takes a list of tensors, got one {type(tensors).__name__}; "
                         f"write {op}([a, b, ...])")
     tensors = list(tensors)

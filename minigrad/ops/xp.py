@@ -13,6 +13,8 @@ op's ``@accelerated`` function: its kernel on arrays, its numpy lines on Tensors
 """
 import numpy as np
 
+from .. import tensor_type
+
 
 def _is_tensor(x) -> bool:
     # the first-order pass (arrays) is the hot one: decide it without an import
@@ -84,15 +86,13 @@ def moveaxis(x, source, destination):
 def zeros(shape, like):
     """Zeros of ``shape`` in ``like``'s dtype: a constant Tensor if ``like`` is a Tensor, else an array."""
     if _is_tensor(like):
-        from ..tensor import Tensor
-        return Tensor._from_op(np.zeros(shape, like.dtype), None)
+        return tensor_type.constant(np.zeros(shape, like.dtype))
     return np.zeros(shape, like.dtype)
 
 
 def zeros_like(x):
     if _is_tensor(x):
-        from ..tensor import Tensor
-        return Tensor._from_op(np.zeros_like(x.data), None)
+        return tensor_type.constant(np.zeros_like(x.data))
     return np.zeros_like(x)
 
 
@@ -101,8 +101,7 @@ def sign(x):
     whose derivative is exactly 0: connected to x, as PyTorch's sgn, so a gradient built from
     it still requires grad beyond first order."""
     if _is_tensor(x):
-        from .elementwise import Sign
-        return Sign.apply(x)
+        return x.sign()
     s = np.sign(x)
     return np.where(s == s, s, s.dtype.type(0)) if s.dtype.kind == "f" else s
 
@@ -118,8 +117,7 @@ def expand_dims(x, axes):
 
 def broadcast_to(x, shape):
     if _is_tensor(x):
-        from .shape import BroadcastTo
-        return x if x.shape == tuple(shape) else BroadcastTo.apply(x, shape=tuple(shape))
+        return x.broadcast_to(shape)
     return np.broadcast_to(x, shape)
 
 
@@ -141,17 +139,12 @@ def unstack(x, axis):
 def concatenate(pieces, axis):
     if any(_is_tensor(p) for p in pieces):
         from .shape import concatenate as tensor_concatenate
-        return tensor_concatenate([_as_tensor(p) for p in pieces], axis=axis)
+        return tensor_concatenate([tensor_type.as_tensor(p) for p in pieces], axis=axis)
     return np.concatenate(pieces, axis=axis)
 
 
 def stack(pieces, axis):
     if any(_is_tensor(p) for p in pieces):
         from .shape import stack as tensor_stack
-        return tensor_stack([_as_tensor(p) for p in pieces], axis=axis)
+        return tensor_stack([tensor_type.as_tensor(p) for p in pieces], axis=axis)
     return np.stack(pieces, axis=axis)
-
-
-def _as_tensor(x):
-    from ..tensor import as_tensor
-    return as_tensor(x)

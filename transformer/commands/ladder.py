@@ -21,6 +21,7 @@ from transformer.files.output_file import PNG, OutputKind, add_force_option, ato
 from transformer.ladder.experiment import CANDIDATES, PULL_KIND, LadderConfig, LadderResult, run_ladder
 from transformer.ladder.rungs import RUNGS
 from transformer.tasks.language import KINDS
+from viz.ladder import plot_ladder
 
 # what --json writes, recognised by its first bytes (so --force replaces only a ladder table)
 LADDER_JSON = OutputKind("attention-ladder JSON", lambda head, path: head.lstrip().startswith(b'{\n  "kinds"'))
@@ -260,9 +261,13 @@ def progress(run):
     print(f"  {RUNGS[run.index].name}, seed {run.seed}: {run.seconds:.0f} s", flush=True)
 
 
+def main(argv=None) -> int:
+    """``attention-ladder``: the ladder's command with its picture (``viz.ladder.plot_ladder``)."""
+    return command(draw=plot_ladder)(argv)
+
+
 def command(draw=None):
-    """The ``attention-ladder`` console script; ``draw(result)`` makes the picture ``--plot`` writes
-    (``viz.ladder.main`` passes ``viz.ladder.plot_ladder``: nothing in transformer/ imports viz/)."""
+    """The ``attention-ladder`` console script; ``draw(result)`` makes the picture ``--plot`` writes."""
     @console_script
     def main(argv=None) -> int:
         return run(argv, draw)
@@ -272,7 +277,8 @@ def command(draw=None):
 def run(argv, draw) -> int:
     args = parse_args(argv)
     if args.plot and draw is None:
-        print("error: --plot needs a drawing function: run attention-ladder (viz.ladder.main)", file=sys.stderr)
+        print("error: --plot needs a drawing function: run attention-ladder (transformer.commands.ladder.main)",
+              file=sys.stderr)
         return EXIT_USAGE
     try:
         check_paths(args)                 # refused now, not after minutes of training

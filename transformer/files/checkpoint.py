@@ -84,10 +84,10 @@ def write_npz_atomically(path, arrays: dict, compressed: bool = False):
         except OSError:
             pass
         raise
-    _fsync_folder(folder)
+    fsync_folder(folder)
 
 
-def _fsync_folder(folder):
+def fsync_folder(folder):
     """Make the rename itself durable (POSIX; a no-op where folders cannot be opened)."""
     try:
         fd = os.open(folder, os.O_RDONLY)

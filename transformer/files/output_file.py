@@ -22,7 +22,7 @@ import zipfile
 from dataclasses import dataclass
 from typing import Callable
 
-from transformer.files.checkpoint import _fsync_folder as fsync_folder
+from transformer.files.checkpoint import fsync_folder
 from transformer.files.output_folder import make_output_folder
 
 

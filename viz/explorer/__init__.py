@@ -21,7 +21,8 @@ of its gradient.
     ladder_rungs.py    the attention ladder's rungs trained and run on the same sentence
     page.py            the HTML page: page.html, explorer.css, explorer.js, ../vendor/dagre.min.js
     server.py          --serve: the page on 127.0.0.1, a typed input's step on request
-    cli.py             dates-explore's command line; next_word_cli.py next-word-explore's
+    build.py           the page's data, written as a file or served; next_word.py the next-word model's
+                       defaults (the two command lines: transformer/commands/explore.py)
 """
 from .page import page_html
 from .step import StepRecord, explore_step

@@ -13,9 +13,9 @@ import inspect
 import numpy as np
 
 from minigrad import Tensor, gradcheck, no_grad
-from minigrad.gradcheck import _numeric_jacobian
+from minigrad.gradcheck import numeric_jacobian
 
-from ..attention_graph import _as_leaves, capture_attention_call, find_attention_module
+from ..attention_graph import as_leaves, capture_attention_call, find_attention_module
 from .subject import as_subject
 
 _DEFAULTS = inspect.signature(gradcheck).parameters
@@ -29,7 +29,7 @@ def check_gradients(model, subject, kind, layer, record, seed=0) -> dict:
     ``max_error`` is the largest difference as a fraction of the tolerance (at most 1: ok)."""
     model64 = copy.deepcopy(model).to(np.float64)
     name, module = find_attention_module(model64, kind, layer)
-    call = _as_leaves(capture_attention_call(model64, module, as_subject(model, subject).inputs(model64)))
+    call = as_leaves(capture_attention_call(model64, module, as_subject(model, subject).inputs(model64)))
     leaves64 = dict(model64.named_parameters())
     leaves64[call.x.name] = call.x
     if call.memory is not None:
@@ -82,6 +82,6 @@ def _differences(flat, loss, start, place) -> np.ndarray:
         return np.array([loss()])
 
     try:
-        return _numeric_jacobian(evaluate, u, EPS)[:, 0]
+        return numeric_jacobian(evaluate, u, EPS)[:, 0]
     finally:
         flat[:] = original

@@ -37,8 +37,6 @@ import time
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from transformer.commands.console import sigterm_as_ctrl_c
-
 from .subject import InputError
 
 HOST = "127.0.0.1"
@@ -210,12 +208,11 @@ class ExplorerServer(ThreadingHTTPServer):
 
 
 def serve(explorer: Explorer, port: int, say=print) -> None:
-    """Serve until Ctrl-C or SIGTERM (KeyboardInterrupt both, left to the caller's one line), then
-    close the socket."""
+    """Serve until Ctrl-C (KeyboardInterrupt, left to the caller's one line; the commands turn
+    SIGTERM into one too), then close the socket."""
     server = ExplorerServer(explorer, port)
     try:
-        with sigterm_as_ctrl_c():
-            say(f"serving the explorer at {server.url}  (open it in a browser; Ctrl-C stops the server)")
-            server.serve_forever(poll_interval=0.2)
+        say(f"serving the explorer at {server.url}  (open it in a browser; Ctrl-C stops the server)")
+        server.serve_forever(poll_interval=0.2)
     finally:
         server.server_close()

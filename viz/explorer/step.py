@@ -20,7 +20,7 @@ from minigrad import autograd_steps, detect_anomaly
 from ..attention_graph import mask_kind as attention_mask_kind
 from ..attention_graph import run_attention_step
 from ..details import mask_kind, mask_of, mask_pattern, value_lines
-from ..graph import _collect, _kind, _parameter_names
+from ..graph import collect_graph, tensor_kind, parameter_names
 
 # Where a source line is shown relative to: the repository's root (transformer/..., minigrad/...).
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
@@ -70,7 +70,7 @@ class StepRecord:
 
     def _tensor_json(self, i, tensor, op_of):
         arrivals = self.arrivals.get(i, [])
-        record = {"id": i, "name": self.name_of(tensor), "kind": _kind(tensor, self.loss),
+        record = {"id": i, "name": self.name_of(tensor), "kind": tensor_kind(tensor, self.loss),
                   "shape": list(tensor.shape), "dtype": str(tensor.dtype), "value": encode(tensor.data),
                   "op": op_of.get(id(tensor.grad_fn)), "requires_grad": tensor.requires_grad,
                   "arrivals": [step for step, _ in arrivals],
@@ -192,8 +192,8 @@ def explore_step(model, subject="1845-01-05", kind="encoder-self", layer=0) -> S
     name, output = run_attention_step(model, kind=kind, layer=layer, record_sources=True, inputs=inputs)
     with detect_anomaly():                  # so the loss's op has its source line too
         loss = output.sum().named("loss = sum(output)")
-    tensors, ops, _ = _collect(loss, max_nodes=None, max_depth=None)
-    record = StepRecord(name, kind, layer, loss, tensors, ops, _parameter_names(model),
+    tensors, ops, _ = collect_graph(loss, max_nodes=None, max_depth=None)
+    record = StepRecord(name, kind, layer, loss, tensors, ops, parameter_names(model),
                         mask_kind=attention_mask_kind(model, kind))
     for tensor in tensors:
         if tensor.grad_fn is not None:

@@ -1,16 +1,14 @@
-"""The command line of ``dates-explore`` (see the package docstring)."""
+"""The explorer's page and server built from a model: what ``dates-explore`` and
+``next-word-explore`` (``transformer/commands/explore.py``) run, as functions."""
 import errno
 import os
 import socket
-import sys
-import time
 
-from transformer.commands.console import Parser, console_script, path_argument
-from transformer.files.output_file import HTML, add_force_option, check_output, free_default, write_output
+from transformer.files.output_file import HTML, check_output, free_default, write_output
 from transformer.training.snapshots import attention_modules
 
-from ..attention_graph import KINDS, find_attention_module
-from ..inputs import UNTRAINED, add_model_arguments, model_from_args, on_numpy_twins, source_ids
+from ..attention_graph import find_attention_module
+from ..inputs import UNTRAINED
 from .attention_maps import attention_maps
 from .page import page_html
 from .step import explore_step
@@ -73,20 +71,12 @@ def page_out(out, force, default=DEFAULT_PAGE) -> str:
 
 def serve_explorer(model, data, title, kind, layer, port, placeholder, rungs=None) -> int:
     """The page for ``data`` on a local server (``server.py``) that runs every typed input's step
-    on ``model``; until Ctrl-C, which ``console_script`` turns into one line and exit 130."""
+    on ``model``; until Ctrl-C (or SIGTERM), which the command turns into one line and exit 130."""
     from .server import Explorer, serve
     data["live"] = {"endpoint": "/step", "placeholder": placeholder}
     explorer = Explorer(page_html(data, title), lambda text, check: step_data(model, text, kind, layer, check, rungs))
     serve(explorer, port, say=lambda line: print(line, flush=True))
     return 0
-
-
-def add_serve_options(parser):
-    parser.add_argument("--serve", action="store_true",
-                        help="serve the page on 127.0.0.1 instead of writing it: type your own input, and the step, "
-                             "its values and every head's weights are recomputed on the checkpoint (Ctrl-C stops)")
-    parser.add_argument("--port", type=int, default=8642, help="the server's port with --serve (default: %(default)s; "
-                        "0: any free port)")
 
 
 def check_port(port, serve=False):
@@ -130,62 +120,3 @@ def _write_page(model, out, date, kind, layer, trained, check, force, view, rung
     check_output(out, force, kind=HTML)
     page = page_html(build_page_data(model, date, kind, layer, check, view, rungs), page_title(name, date, trained))
     return write_output(out, page, force, HTML)
-
-
-@console_script
-@on_numpy_twins
-def main(argv=None) -> int:
-    from transformer.files.checkpoint import CheckpointError
-    from transformer.tasks.dates import DateError
-    from transformer.training.snapshots import SnapshotError, snapshots_beside
-
-    parser = Parser(prog="dates-explore", description="One attention step of the date model, "
-                    "forward and backward, in one self-contained HTML page.")
-    add_model_arguments(parser)
-    parser.add_argument("--kind", choices=KINDS, default=None,
-                        help="which attention the step's graph shows (default: when the checkpoint's run recorded "
-                             "attention snapshots, the kind of the head that changed most over training, where the "
-                             "heatmaps open; else decoder-self, the one kind a decoder-only model has)")
-    parser.add_argument("--layer", type=int, default=None,
-                        help="its layer, from 0 (default: that head's layer with snapshots, else 0)")
-    parser.add_argument("--out", default=None, type=path_argument,
-                        help=f"the HTML file to write (default: {DEFAULT_PAGE}; numbered -2, -3 ... when taken)")
-    parser.add_argument("--no-check", action="store_true",
-                        help="skip the finite-difference check of the gradients (its overlay is then off)")
-    add_force_option(parser)
-    add_serve_options(parser)
-    args = parser.parse_args(argv)
-    try:
-        source_ids(args.date)              # a bad date fails before a model is built or announced
-        check_port(args.port, args.serve)  # a taken port is said before a model is loaded
-        notes = []                         # which model: said once its page may be written
-        chosen = model_from_args(args, say=notes.append)
-        if args.kind is not None or args.layer is not None:       # a bad choice fails before the snapshots are read
-            find_attention_module(chosen.model, *graph_module(chosen.model, args.kind, args.layer))
-        if not args.serve:
-            args.out = page_out(args.out, args.force)
-        for note in notes:
-            print(note, file=sys.stderr)
-        snapshots = snapshots_beside(chosen.source) if chosen.trained else None
-        start = time.perf_counter()
-        view = snapshot_data(chosen.model, snapshots) if snapshots else None
-        kind, layer = graph_module(chosen.model, args.kind, args.layer, view)
-        name, _ = find_attention_module(chosen.model, kind, layer)
-        if args.serve:
-            data = build_page_data(chosen.model, args.date, kind, layer, not args.no_check, view)
-            return serve_explorer(chosen.model, data, page_title(name, args.date, chosen.trained), kind,
-                                  layer, args.port, "a date, YYYY-MM-DD")
-        path = _write_page(chosen.model, args.out, args.date, kind, layer, chosen.trained, not args.no_check,
-                           args.force, view)
-        seconds = time.perf_counter() - start
-    except (DateError, ValueError, OSError, CheckpointError, SnapshotError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    size = os.path.getsize(path) / 1e6
-    print(f"wrote {path}  ({size:.1f} MB, built in {seconds:.1f} s after loading the model; "
-          "open it in a browser, no server needed)")
-    if snapshots:
-        print(f"with the attention snapshots of {snapshots}: a training-step slider over them (↑ / ↓)")
-    if view and args.kind is None and args.layer is None:
-        print(f"the step's graph: {name}, which holds the head that changed most over training")
-    return 0
