@@ -21,9 +21,6 @@ LINT_IMPORTS = "import sys; from importlinter.cli import lint_imports_command; s
 PRIVATE_IMPORTS_LEFT = {
     # removed by the models/loop rewrite, merged next
     ("transformer/models/decoder_only.py", "transformer.models.encoder_decoder", "_check_ids"),
-    *(("transformer/commands/next_word.py", "transformer.commands.dates", name)
-      for name in ("_decoding_kernels", "_finite", "_model_options", "_optimizer_options", "_run_options",
-                   "_stopping_options", "_train_out_dir")),
 }
 
 
