@@ -51,13 +51,36 @@ def test_it_finds_the_heads_and_steps_planted_in_a_run(snapshots):
     data["held_out_accuracy"][:, list(data["held_out_kinds"]).index("recall")] = \
         [0.5, 0.45, 0.5, 0.6, 0.95, 1.0]
     circuit = measure_recall_circuit(data)
-    assert (circuit.binder_head, circuit.reader_head) == (binder, reader)
+    assert (circuit.binder_heads, circuit.binder_head, circuit.reader_head) == ((binder,), binder, reader)
     assert circuit.binder_step == steps[bound] and circuit.reader_step == steps[read]
+    assert circuit.place_steps == (steps[bound], steps[bound])
     assert circuit.recall_step == steps[recalled]
     assert circuit.binding[-1] == pytest.approx(0.9, abs=1e-3) and circuit.reading[-1] == pytest.approx(0.8, abs=1e-3)
     assert list(circuit.shortcut) == [True, True, True, False, False, False]
     assert {r for i, r in enumerate(circuit.reads) if i >= read} == {circuit.right_places}
     assert circuit.right_places[0] != circuit.right_places[1]       # the two orders ask different places
+
+
+def test_a_binding_split_over_two_heads_is_found_place_by_place(snapshots):
+    """The shape seen on a seed the docs were not measured on: each place bound by a head of its
+    own, the second place first, and a place also read by a second head. Measured place by place
+    across the heads, the binder has formed once both places are bound, whichever head binds each."""
+    data = dict(snapshots, weights=[w.copy() for w in snapshots["weights"]])
+    first = data["weights"][0]
+    steps = list(data["steps"])                                      # 0 4 8 12 16 20
+    second_place_head, first_place_head, helper = 0, 1, 1            # helper: also reads the second place
+    for p, places, names, _, _ in recall_positions(data):
+        first[:, p, :, places[0], :] = first[:, p, :, places[1], :] = 0
+        first[2:, p, second_place_head, places[1], names[1]] = 0.7   # the second place is bound first
+        first[5:, p, helper, places[1], names[1]] = 0.6             # ...and, at the end, by a second head
+        first[4:, p, first_place_head, places[0], names[0]] = 0.8   # the first place later, by another head
+        first[4:, p, second_place_head, places[0], names[0]] = 0.3   # which its head reads a little
+    circuit = measure_recall_circuit(data)
+    assert circuit.binder_step == steps[4]                          # one head for both places: only at step 20
+    assert circuit.place_steps == (steps[4], steps[2])
+    assert circuit.binder_heads == (0, 1)
+    assert circuit.binding[-1] == pytest.approx(0.7, abs=1e-3)      # the less bound place, by its best head
+    assert "heads 0 and 1" in circuit.summary() and f"from step {steps[4]};" in circuit.summary()
 
 
 def test_without_the_circuit_no_step_is_claimed(snapshots):
