@@ -83,6 +83,24 @@ def test_a_binding_split_over_two_heads_is_found_place_by_place(snapshots):
     assert "heads 0 and 1" in circuit.summary() and f"from step {steps[4]};" in circuit.summary()
 
 
+def test_a_part_forms_when_it_stays_not_when_a_weight_passes_by_chance(snapshots):
+    """An untrained head can give the first place (six words to weigh) half its weight on its
+    name; the binder has formed only from the step it stays bound, and the reader likewise."""
+    data = dict(snapshots, weights=[w.copy() for w in snapshots["weights"]])
+    first, second = data["weights"]
+    steps = list(data["steps"])                                      # 0 4 8 12 16 20
+    for p, places, names, last, answer in recall_positions(data):
+        first[:, p, :, places[0], :] = first[:, p, :, places[1], :] = 0
+        first[:2, p, 0, places[0], names[0]] = 0.6                   # by chance, at steps 0 and 4
+        first[3:, p, 0, places[0], names[0]] = 0.8
+        first[1:, p, 1, places[1], names[1]] = 0.9
+        second[:, p, 0, last, :] = 0
+        second[2, p, 0, last, answer] = second[4:, p, 0, last, answer] = 0.8   # right at 8, lost at 12
+    circuit = measure_recall_circuit(data)
+    assert circuit.place_steps == (steps[3], steps[1])
+    assert circuit.binder_step == steps[3] and circuit.reader_step == steps[4]
+
+
 def test_without_the_circuit_no_step_is_claimed(snapshots):
     data = dict(snapshots, weights=[np.zeros_like(w) for w in snapshots["weights"]],
                 held_out_accuracy=np.zeros_like(snapshots["held_out_accuracy"]))

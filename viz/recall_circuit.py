@@ -13,13 +13,14 @@ name asked once), every head at every recorded step:
   Runs differ in how they split this: one head may bind both places, or each place have a head
   of its own, or a place be read by two heads together, and either place may bind first. The
   binder's heads are every layer-0 head that binds a place at the last step (the strongest of
-  each place when none does yet), and the binder has formed once every place is bound.
+  each place when none does yet), and the binder has formed once every place stays bound.
 - the **reader**: the layer-1 head that best reads, from the last word, the place of the name
   asked (its weight there; the smaller of the two orders counts), chosen at the last step; it
-  has formed once it reads the right place most in both orders.
+  has formed once it keeps reading the right place most in both orders.
 
-Then when held-out recall (the snapshots' own score, 40 sentences) first reaches 95%. Every step
-is the first recorded step where its condition holds, so none depends on which head a seed uses.
+A part's step is the first recorded step from which its condition holds to the last one (it has
+formed for good), so none depends on which heads a seed uses; then the step where held-out recall
+(the snapshots' own score, 40 sentences) first reaches 95%.
 Before the reader forms it typically reads one fixed place whichever name is asked: the shortcut,
 right on half of the sentences.
 """
@@ -78,8 +79,8 @@ class RecallCircuit:
 
     @property
     def place_steps(self) -> tuple:
-        """The step each place is first bound, in the order stated: either may come first."""
-        return tuple(_first(self.steps, column >= BOUND) for column in self.place_binding.T)
+        """The step from which each place stays bound, in the order stated: either may come first."""
+        return tuple(_for_good(self.steps, column >= BOUND) for column in self.place_binding.T)
 
     @property
     def recall_step(self):
@@ -87,11 +88,11 @@ class RecallCircuit:
 
     @property
     def binder_step(self):
-        return _first(self.steps, self.binding >= BOUND)
+        return _for_good(self.steps, self.binding >= BOUND)
 
     @property
     def reader_step(self):
-        return _first(self.steps, [tuple(r) == self.right_places for r in self.reads])
+        return _for_good(self.steps, [tuple(r) == self.right_places for r in self.reads])
 
     @property
     def shortcut(self) -> np.ndarray:
@@ -132,6 +133,17 @@ def heads_text(heads) -> str:
     names = [str(h) for h in heads]
     listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
     return f"head{'s' if len(names) > 1 else ''} {listed}"
+
+
+def _for_good(steps, holds):
+    """The first step from which ``holds`` is true at every later recorded step (None if not at
+    the last): a part has formed once it stays, not when a weight passes a line by chance, as an
+    untrained head's may on the first place, which has only six words to weigh."""
+    holds = np.asarray(holds, dtype=bool)
+    if not len(holds) or not holds[-1]:
+        return None
+    failing = np.flatnonzero(~holds)
+    return int(steps[failing[-1] + 1]) if len(failing) else int(steps[0])
 
 
 def _first(steps, holds):
