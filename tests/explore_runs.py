@@ -12,10 +12,11 @@ TINY = dict(d_model=16, num_heads=2, d_ff=32)
 TINY_TRAIN = dict(batch_size=8, lr=1e-2, warmup=1, schedule="constant", target_accuracy=0)
 
 
-def next_word_run(folder, steps=12, every=4) -> str:
+def next_word_run(folder, steps=12, every=4, seed=0) -> str:
     """A next-word run of ``steps`` steps recording snapshots every ``every``: its checkpoint's path."""
     trainer = NextWordTrainer(default_model_config(num_layers=2, **TINY),
-                              default_train_config(steps=steps, snapshot_every=every, **TINY_TRAIN), out_dir=str(folder))
+                              default_train_config(steps=steps, snapshot_every=every, seed=seed, **TINY_TRAIN),
+                              out_dir=str(folder))
     trainer.run(progress=False)
     return str(folder / "model.npz")
 

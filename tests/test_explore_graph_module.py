@@ -1,7 +1,7 @@
 """The step's graph opens where the heatmaps do: with a run's attention snapshots and no --kind or
---layer, dates-explore and next-word-explore draw the step of the module holding the head that
-changed most over training (computed here from the snapshots file itself); a --kind or --layer
-given wins, and without snapshots the defaults stand."""
+--layer, dates-explore draws the step of the module holding the head that changed most over
+training (computed here from the snapshots file itself) and next-word-explore the layer of its
+recall circuit's reader; a --kind or --layer given wins, and without snapshots the defaults stand."""
 import json
 import re
 
@@ -73,12 +73,13 @@ def test_without_snapshots_the_default_stands(tmp_path):
     assert page_data(out)["step"]["module"] == "decoder.layers.0.self_attn"
 
 
-def test_next_word_explore_draws_the_layer_of_the_most_changed_head(next_word_checkpoint, tmp_path):
+def test_next_word_explore_draws_the_layer_of_the_recall_circuits_reader(next_word_checkpoint, tmp_path):
+    """Where a next-word page's heatmaps open (test_explore_next_word_circuit_browser.py)."""
     out = tmp_path / "page.html"
     common = ["--checkpoint", next_word_checkpoint, "--no-check", "--ladder-steps", "0"]
     assert next_word_explore(common + ["--out", str(out)]) == 0
-    expected = most_changed_module(next_word_checkpoint)
-    assert page_data(out)["step"]["module"] == expected
+    expected = "decoder.layers.1.self_attn"                 # the reader reads layer 0's binding: layer 1
+    assert page_data(out)["step"]["module"] == expected == page_data(out)["snapshots"]["circuit"]["reader"]["module"]
     other = 1 - int(expected.split(".")[2])                  # the other of the two layers
     assert next_word_explore(common + ["--out", str(out), "--layer", str(other), "--force"]) == 0
     assert page_data(out)["step"]["module"] == f"decoder.layers.{other}.self_attn"

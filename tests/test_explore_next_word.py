@@ -43,7 +43,7 @@ def test_it_writes_the_page_of_the_run(checkpoint, tmp_path, capsys):
     assert f"wrote {out}" in printed and "attention snapshots" in printed
     data = page_data(out)
     assert data["input"] == {"kind": "sentence", "text": default_sentence()}
-    assert data["step"]["module"] == data["snapshots"]["changes"][0]["module"]     # where the heatmaps open
+    assert data["step"]["module"] == data["snapshots"]["circuit"]["reader"]["module"]   # where the heatmaps open
     snapshots = data["snapshots"]
     assert snapshots["steps"] == [0, 3, 6] and snapshots["kinds"] == list(KINDS)
     assert len(snapshots["rows"]) == len(KINDS) + 2

@@ -1,7 +1,8 @@
 """The explorer's training view in headless Chromium, on the files real (small) runs write: every
 layer and head at once, whose heatmaps change between the first and the last recorded step; play
-advances the step; the curves mark it; the page opens on the head whose weights changed most,
-computed here from the snapshots file apart from the page."""
+advances the step; the curves mark it; a next-word page opens on its recall circuit's reader,
+measured here from the snapshots file apart from the page (``most_changed``, the head a date page
+opens on, is computed here for test_explore_served_browser.py)."""
 import numpy as np
 import pytest
 
@@ -10,6 +11,7 @@ from transformer.training.snapshots import SNAPSHOTS_NAME, load_snapshots
 from transformer.files.trained_model import load_model
 from viz.browser import SKIP_REASON, open_page
 from viz.explorer.build import write_explorer
+from viz.recall_circuit import recall_circuit
 
 pytestmark = [pytest.mark.skipif(SKIP_REASON is not None, reason=str(SKIP_REASON)), pytest.mark.slow]
 
@@ -81,9 +83,11 @@ def test_the_grid_changes_between_the_first_and_the_last_step(next_word):
     assert all(first[key] != last[key] for key in first)       # every head's heatmap moved
 
 
-def test_it_opens_on_the_head_that_changed_most(next_word):
+def test_it_opens_on_the_reader_of_the_runs_recall_circuit(next_word):
+    """(The date page, which has no such circuit, opens on the head that changed most:
+    test_explore_served_browser.py; the marks on two seeds: test_explore_next_word_circuit_browser.py.)"""
     opened, folder = next_word
-    module, head = most_changed(folder / SNAPSHOTS_NAME)
+    module, head = "decoder.layers.1.self_attn", recall_circuit(folder / SNAPSHOTS_NAME).reader_head
     page = opened.page
     page.reload()
     page.wait_for_selector("body[data-ready=true]", state="attached")

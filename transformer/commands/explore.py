@@ -65,7 +65,8 @@ def dates_main(argv=None) -> int:
         page = Page(chosen.model, data, page_title(name, args.date, chosen.trained), kind, layer)
         return show(page, args, start, "a date, YYYY-MM-DD", snapshots,
                     "a training-step slider over them (↑ / ↓)",
-                    graph_note=name if view and args.kind is None and args.layer is None else None)
+                    graph_note=f"{name}, which holds the head that changed most over training"
+                    if view and args.kind is None and args.layer is None else None)
     except BAD_INPUT as error:
         return bad_input(error)
 
@@ -98,7 +99,7 @@ def next_word_main(argv=None) -> int:
         page = Page(model, data, page_title(name, subject.text, trained), "decoder-self", layer, rungs)
         code = show(page, args, start, "a sentence of the language, e.g. " + next_word.default_sentence(),
                     snapshots, "every layer and head over the training steps (▶, ↑ / ↓)",
-                    graph_note=name if snapshots and args.layer is None else None)
+                    graph_note=reader_note(name, view) if view and args.layer is None else None)
     except BAD_INPUT as error:
         return bad_input(error)
     if trained and not snapshots and not args.serve:
@@ -117,7 +118,8 @@ def next_word_arguments(argv):
                         help="the words the step runs on (default: the recall probe asked about the second name)")
     parser.add_argument("--layer", type=int, default=None,
                         help="the layer of the step's graph (default: when the run recorded attention snapshots, "
-                             "the layer of the head that changed most over training, where the heatmaps open; "
+                             "the layer of the recall circuit's reader (else of the head that changed most over "
+                             "training), where the heatmaps open; "
                              "else the last)")
     parser.add_argument("--ladder-steps", type=int, default=next_word.LADDER_STEPS, metavar="N",
                         help="train each rung of the attention ladder N steps to show them on the sentence "
@@ -167,8 +169,15 @@ def show(page, args, start, placeholder, snapshots, snapshots_note, graph_note=N
     if snapshots:
         print(f"with the attention snapshots of {snapshots}: {snapshots_note}")
     if graph_note:
-        print(f"the step's graph: {graph_note}, which holds the head that changed most over training")
+        print(f"the step's graph: {graph_note}")
     return 0
+
+
+def reader_note(name, view) -> str:
+    """What the next-word page's graph holds: the recall circuit's reader when the run formed one."""
+    if view.get("circuit"):
+        return f"{name}, which holds the recall circuit's reader"
+    return f"{name}, which holds the head that changed most over training"
 
 
 def bad_input(error) -> int:

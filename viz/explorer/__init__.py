@@ -18,6 +18,7 @@ of its gradient.
     attention_maps.py  every attention module's weights and mask for the input
     check.py           the gradients against central finite differences (float64)
     training_steps.py  the run's attention snapshots, and the head that changed most
+    recall_marks.py    a next-word run's recall circuit: the heads to mark, their curves
     ladder_rungs.py    the attention ladder's rungs trained and run on the same sentence
     page.py            the HTML page: page.html, explorer.css, explorer.js, ../vendor/dagre.min.js
     server.py          --serve: the page on 127.0.0.1, a typed input's step on request

@@ -47,13 +47,20 @@ def build_page_data(model, date, kind, layer, check=True, snapshots=None, rungs=
 
 def graph_module(model, kind=None, layer=None, snapshots=None, default=("decoder-self", 0)) -> tuple:
     """(kind, layer) of the step's graph. Given neither, and the run has snapshots
-    (``snapshot_data``), the module of the head that changed most over training, where the
-    heatmaps open, so the graph and the heatmaps show one module; else ``default``. A kind or
-    layer given always wins (the other then takes its default)."""
+    (``snapshot_data``), the module where the heatmaps open (``opening_module``), so the graph and
+    the heatmaps show one module; else ``default``. A kind or layer given always wins (the other
+    then takes its default)."""
     if kind is None and layer is None and snapshots:
-        top = snapshots["changes"][0]["module"]
+        top = opening_module(snapshots)
         return next((k, n) for name, k, n, _ in attention_modules(model) if name == top)
     return kind or default[0], default[1] if layer is None else layer
+
+
+def opening_module(snapshots) -> str:
+    """The module the heatmaps open on: a next-word run's recall-circuit reader, else the head
+    that changed most over training (``explorer.js`` opens on the same)."""
+    circuit = snapshots.get("circuit")
+    return circuit["reader"]["module"] if circuit else snapshots["changes"][0]["module"]
 
 
 DEFAULT_PAGE = os.path.join("runs", "viz", "explorer.html")

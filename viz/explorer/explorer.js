@@ -508,6 +508,8 @@
   var SNAPSHOTS = DATA.snapshots || null;
   var view = {source: "input", row: 0, step: 0, module: null, head: 0, playing: null};
   var MOVED = {};            // "module/head" -> its rank among the heads that changed most (0 = most)
+  var CIRCUIT = {};          // "module/head" -> "binder" or "reader": a next-word run's recall circuit
+  var CIRCUIT_COLOURS = {binder: "#7048e8", reader: "#d6336c"};
   var KIND_COLOURS = ["#1c7ed6", "#e8590c", "#2b8a3e", "#ae3ec9", "#c92a2a", "#0c8599", "#5c940d"];
 
   function snapshotMap(m, index) {     // one module of a probe row at recorded step `index`, as a map
@@ -597,20 +599,45 @@
       if (event.key === "ArrowUp") { showSnapshot(+slider.value + 1); event.preventDefault(); }
       if (event.key === "ArrowDown") { showSnapshot(+slider.value - 1); event.preventDefault(); }
     });
-    // open on the head that changed most over training, on the probe row where it changed most
     SNAPSHOTS.changes.forEach(function (c, rank) { MOVED[c.module + "/" + c.head] = rank; });
-    var top = SNAPSHOTS.changes[0];
-    view.module = top.module;
-    view.head = top.head;
-    view.row = bestRow(top);
+    var probeNote = document.getElementById("snap-probe"), circuit = SNAPSHOTS.circuit;
+    if (circuit) {
+      // a next-word run: open on its recall circuit's reader, on the recall probe it is shown on
+      circuit.binder.heads.forEach(function (h) { CIRCUIT[circuit.binder.module + "/" + h] = "binder"; });
+      CIRCUIT[circuit.reader.module + "/" + circuit.reader.head] = "reader";
+      view.module = circuit.reader.module;
+      view.head = circuit.reader.head;
+      view.row = circuit.row;
+      probeNote.textContent = circuitNote(circuit);
+    } else {
+      // open on the head that changed most over training, on the probe row where it changed most
+      var top = SNAPSHOTS.changes[0];
+      view.module = top.module;
+      view.head = top.head;
+      view.row = bestRow(top);
+      probeNote.textContent = "Opened on " + moduleLabel(moduleOf(top.module)) + ", head " + top.head +
+        ": of every head, its weights changed most between the first and the last recorded step " +
+        "(mean |Δw| " + num(top.change) + "). ▶ plays the training steps; ↑ / ↓ step through them.";
+    }
     view.source = "row";
     curveLegend();
-    var probeNote = document.getElementById("snap-probe");
-    probeNote.textContent = "Opened on " + moduleLabel(SNAPSHOTS.rows[0].modules.find(function (m) { return m.module === top.module; })) +
-      ", head " + top.head + ": of every head, its weights changed most between the first and the last recorded step " +
-      "(mean |Δw| " + num(top.change) + "). ▶ plays the training steps; ↑ / ↓ step through them.";
     showSnapshot(SNAPSHOTS.steps.length - 1);        // the last recorded step: the trained model
     setSource("row" + view.row);
+  }
+  function moduleOf(name) { return SNAPSHOTS.rows[0].modules.find(function (m) { return m.module === name; }); }
+  function formed(step) { return step === null ? "not by the last recorded step" : "from step " + step; }
+  function headList(heads) {
+    return (heads.length > 1 ? "heads " + heads.slice(0, -1).join(", ") + " and " : "head ") + heads[heads.length - 1];
+  }
+  function circuitNote(c) {           // what the marked heads are, and when each part of the circuit formed
+    var places = c.binder.places.map(function (p) { return p.place + " " + formed(p.step); }).join(", ");
+    return "Opened on the recall circuit of this run, on the recall probe. The binder (" +
+      moduleLabel(moduleOf(c.binder.module)) + ", " + headList(c.binder.heads) + ", framed violet) makes each " +
+      "place read the name stated before it: every place bound " + formed(c.binder.step) + " (" + places + "). " +
+      "The reader (" + moduleLabel(moduleOf(c.reader.module)) + ", head " + c.reader.head + ", framed pink, " +
+      "focused) reads, from the last word, the place of the name asked: the right place in both orders " +
+      formed(c.reader.step) + ". Held-out recall at 95% " + formed(c.recall_step) + ". " +
+      "▶ plays the training steps; ↑ / ↓ step through them.";
   }
   function bestRow(top) {              // the probe row on which the top head moved most
     var best = 0, most = -1, last = SNAPSHOTS.steps.length - 1;
@@ -631,6 +658,10 @@
       series.push({name: kind, values: SNAPSHOTS.kind_accuracy[i], colour: KIND_COLOURS[i % KIND_COLOURS.length]});
     });
     else series.push({name: SNAPSHOTS.accuracy_name, values: SNAPSHOTS.accuracy, colour: KIND_COLOURS[0]});
+    var c = SNAPSHOTS.circuit;       // its weights (0-1) on the same steps: when each part formed
+    if (c) series.push(
+      {name: "binder: each place on its own name", values: c.binder.curve, colour: CIRCUIT_COLOURS.binder, dash: [2, 2], circuit: true},
+      {name: "reader: the last word on the asked place", values: c.reader.curve, colour: CIRCUIT_COLOURS.reader, dash: [2, 2], circuit: true});
     return series;
   }
   function curveLegend() {
@@ -638,7 +669,9 @@
     box.innerHTML = "";
     box.appendChild(document.createTextNode(SNAPSHOTS.kinds.length ? "held-out accuracy per kind (0–100%): " : "accuracy (0–100%): "));
     curveSeries().forEach(function (s) {
-      var span = el("span", {"class": "key"}, s.name);
+      if (s.circuit && !box.querySelector(".circuit-keys"))
+        box.appendChild(el("div", {"class": "circuit-keys"}, "the recall circuit's weights (0–1, dotted): "));
+      var span = el("span", {"class": "key" + (s.circuit ? " circuit" : "")}, s.name);
       span.style.borderColor = s.colour;
       span.style.color = s.colour;
       box.appendChild(span);
@@ -706,17 +739,21 @@
       for (var h = 0; h < heads; h++) {
         var c = el("canvas", {"class": "cell", "data-module": m.module, "data-head": h});
         heatmap(c, m, h, cell);
-        var key = m.module + "/" + h, rank = MOVED[key];
-        c.title = moduleLabel(m) + ", head " + h + (rank !== undefined && rank < 2 ? " · changed most over training (#" + (rank + 1) + ")" : "") +
-          " · click to focus";
+        var key = m.module + "/" + h, rank = MOVED[key], part = CIRCUIT[key];
+        // a next-word run frames its recall circuit; a date run the two heads that changed most
+        var moved = !SNAPSHOTS || !SNAPSHOTS.circuit ? rank !== undefined && rank < 2 : false;
+        c.title = moduleLabel(m) + ", head " + h + (moved ? " · changed most over training (#" + (rank + 1) + ")" : "") +
+          (part ? " · the recall circuit's " + part : "") + " · click to focus";
         c.classList.toggle("focused", m.module === view.module && h === view.head);
-        c.classList.toggle("moved", rank !== undefined && rank < 2);
+        c.classList.toggle("moved", moved);
+        if (part) c.classList.add(part);
+        if (part) c.dataset.circuit = part;
         (function (module, head) {
           c.addEventListener("click", function () { view.module = module; view.head = head; drawAttention(); });
         })(m.module, h);
         var figure = el("figure", {"class": "grid-cell"});
         figure.appendChild(c);
-        figure.appendChild(el("figcaption", {}, "head " + h));
+        figure.appendChild(el("figcaption", {}, "head " + h + (part ? " · " + part : "")));
         row.appendChild(figure);
       }
       box.appendChild(row);

@@ -8,7 +8,8 @@ The page is ``dates-explore``'s (one file, no server, no network): one attention
 model on a sentence, forward and backward, and every layer and head at once, over the run's
 recorded training steps (a play button, each kind's held-out accuracy and the loss as
 curves) on probe sentences that tell circuits apart (the recall and swap sentences asked
-both ways); it opens on the head whose weights changed most over training. Below, the
+both ways); it opens on the recall circuit's reader when the run formed the circuit (else on
+the head whose weights changed most over training). Below, the
 attention ladder's rungs on the same sentence.
 """
 import os

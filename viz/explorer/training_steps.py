@@ -6,9 +6,10 @@ them, every layer and head at once, under a slider and a play button from the fi
 step to the last, beside the loss and accuracy curves. Each module's mask and tokens are
 those of the probe row (a mask depends on the input only, never on the weights).
 
-The page opens on the head whose weights change most over training: for every (module, head)
+A date page opens on the head whose weights change most over training: for every (module, head)
 the mean absolute difference between its first and last recorded weights, over the real
-tokens of each probe row, averaged over the rows (``changes``).
+tokens of each probe row, averaged over the rows (``changes``). A next-word page opens on its
+run's recall circuit instead (``recall_marks.py``).
 """
 import base64
 import math
@@ -18,6 +19,7 @@ import numpy as np
 from transformer.training.snapshots import PROBE_DATE, date_probe, load_snapshots, sentence_probe
 
 from .attention_maps import attention_maps
+from .recall_marks import circuit_data
 from .subject import DateSubject, SentenceSubject, is_next_word
 
 
@@ -56,7 +58,8 @@ def changes(weights, lengths) -> np.ndarray:
 def snapshot_data(model, path) -> dict:
     """The page's ``snapshots``: the steps, loss and accuracies at each (None where not logged),
     per probe row its text and per module its tokens, mask and every step's weights
-    (steps, heads, queries, keys) as bytes (``encode_fractions``), and the heads ranked by change."""
+    (steps, heads, queries, keys) as bytes (``encode_fractions``), the heads ranked by change, and
+    for a next-word run its recall circuit (``recall_marks.circuit_data``)."""
     snapshots = load_snapshots(path, model, snapshot_probe(model))
     subjects = probe_subjects(model, snapshots["probe"])
     rows, lengths = [], [[] for _ in snapshots["modules"]]
@@ -78,13 +81,14 @@ def snapshot_data(model, path) -> dict:
     moved = changes(snapshots["weights"], lengths)
     ranked = sorted(np.ndindex(*moved.shape), key=lambda mh: -moved[mh])
     kinds = snapshots.get("held_out_kinds")
+    circuit = circuit_data(snapshots) if is_next_word(model) else None
     return {"probe": rows[0]["text"], "rows": rows, "steps": snapshots["steps"].tolist(),
             "loss": _numbers(snapshots["loss"]), "accuracy": _numbers(snapshots["accuracy"]),
             "accuracy_name": str(snapshots["accuracy_name"]),
             "kinds": [] if kinds is None else [str(k) for k in kinds],
             "kind_accuracy": [] if kinds is None else [_numbers(column) for column in snapshots["held_out_accuracy"].T],
             "changes": [{"module": str(snapshots["modules"][m]), "head": int(h), "change": round(float(moved[m, h]), 5)}
-                        for m, h in ranked]}
+                        for m, h in ranked]} | ({"circuit": circuit} if circuit else {})
 
 
 def _numbers(values) -> list:
