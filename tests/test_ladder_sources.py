@@ -129,3 +129,49 @@ def test_the_page_shows_the_records_tables(record, section):
                   accuracy_table(record, POSITIONS), steps_table(record, POSITIONS, ("blend", "recall")),
                   roles_table(record)):
         assert table in section, f"docs/ladder.md's table is not the record's; it is now:\n{table}"
+
+
+def test_the_picture_says_what_the_record_says_of_seed_0(record):
+    """Each panel's label names the role its head reads on the record's seed 0, with its mean weight."""
+    from viz.blend_heads import picture_labels
+    labels, made_with = picture_labels(PICTURE)
+    roles = {role: weights[0] for role, weights in variant(record, "heads")["head_roles"].items()}
+    assert made_with == record["arithmetic"], f"the picture and the record come from other machines: {REDRAW}"
+    for head, label in enumerate(labels[:-1]):
+        role = role_of(roles, head)
+        if role is None:
+            best = max(BLEND_ROLES, key=lambda r: roles[r][head])
+            assert label.startswith(f"head {head}: no one role (mean {roles[best][head]:.2f} on the {best}'s"), label
+        else:
+            assert label.startswith(f"head {head} reads the {role}'s thing") and \
+                label.endswith(f"(mean {roles[role][head]:.2f})"), label
+
+
+def skip_where_floats_round_otherwise(made_with: str, remake: str):
+    """The same numbers to the last digit need the BLAS kernels and vector width they were made with."""
+    if made_with != arithmetic():
+        pytest.skip(f"made with {made_with}; this machine rounds with {arithmetic()}. To make it here: {remake}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, seed", [("heads, values = keys", 3), ("heads, every position", 1)])
+def test_a_cell_of_the_record_is_what_the_variant_trains(record, name, seed):
+    skip_where_floats_round_otherwise(record["arithmetic"], REMAKE)
+    config = LadderConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in record["config"].items()})
+    run = run_variant(name, seed, config)
+    entry, s = variant(record, name), config.seeds.index(seed)
+    found = [f"{kind}: {run.accuracy[kind]} now, {entry['accuracy'][kind][s]} recorded" for kind in run.accuracy
+             if rounded(run.accuracy[kind]) != entry["accuracy"][kind][s]]
+    found += [f"curve of {kind}" for kind in run.curve if [rounded(a) for a in run.curve[kind]] != entry["curve"][kind][s]]
+    found += [f"head roles: {role}" for role in run.head_roles
+              if [rounded(w) for w in run.head_roles[role]] != entry["head_roles"][role][s]]
+    assert not found, f"re-make the record ({REMAKE}) and re-check docs/ladder.md:\n" + "\n".join(found)
+
+
+@pytest.mark.slow
+def test_the_committed_picture_is_what_todays_code_draws(tmp_path):
+    from viz.blend_heads import picture_labels, save_blend_heads
+    labels, made_with = picture_labels(PICTURE)
+    skip_where_floats_round_otherwise(made_with, REDRAW)
+    drawn = save_blend_heads(tmp_path / "heads.png", LadderConfig(seeds=(0,)))
+    assert drawn == labels, f"redraw it ({REDRAW}):\n" + "\n".join(drawn)

@@ -34,9 +34,11 @@ def head_titles(roles: dict, weights: np.ndarray, example) -> list:
     titles = []
     for head in range(weights.shape[0]):
         role = role_of(roles, head)
-        if role is None:
+        if role is None:         # on this sentence it may still read one thing: say both
             best = max(BLEND_ROLES, key=lambda r: roles[r][head])
-            titles.append(f"head {head}: no one role (at most {roles[best][head]:.2f} on the {best}'s thing)")
+            at = positions[BLEND_ROLES.index(best)]
+            titles.append(f"head {head}: no one role (mean {roles[best][head]:.2f} on the {best}'s thing; "
+                          f"here '{example.words[at - 1]}' {weights[head, last, at]:.2f})")
             continue
         at = positions[BLEND_ROLES.index(role)]
         titles.append(f"head {head} reads the {role}'s thing: '{example.words[at - 1]}' {weights[head, last, at]:.2f}"
@@ -74,6 +76,8 @@ def blend_heads_figure(model, language):
 
 def save_blend_heads(path, config):
     """Train the heads rung on ``config.seeds[0]`` as the ladder does and write its picture to ``path``."""
+    from threadpoolctl import threadpool_limits
+
     from transformer.files.output_file import atomic_output
     from transformer.ladder.experiment import train_rung
     from transformer.ladder.rungs import Heads
@@ -81,7 +85,8 @@ def save_blend_heads(path, config):
     from transformer.tasks.language import Language
     seed = config.seeds[0]
     language = Language(seed=seed, kinds=config.kinds)
-    fig, labels = blend_heads_figure(train_rung(Heads, config, language, seed), language)
+    with threadpool_limits(limits=1, user_api="blas"):        # one BLAS thread, as the ladder trains: the same bits
+        fig, labels = blend_heads_figure(train_rung(Heads, config, language, seed), language)
     with atomic_output(path) as tmp:
         fig.savefig(tmp, format="png", dpi=80, metadata={LABELS_KEY: json.dumps(labels), ARITHMETIC_KEY: arithmetic()})
     return labels

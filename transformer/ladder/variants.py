@@ -7,8 +7,8 @@ steps, so that a record holds both what a variant reaches and how soon:
 
     heads                        the heads rung as the ladder trains it
     heads, values = keys         its values are the keys it matched on (``value_space.py``)
-    heads, values = words        its values are the words' own vectors
     heads, every position        its loss taken at every position (``loss_positions.py``)
+    heads, values = words        its values are the words' own vectors
     full block                   the ladder's last rung: two blocks, the next-word model's kind
     full block, every position   the same, its loss at every position
 
@@ -53,8 +53,8 @@ class Variant:
 
 
 VARIANTS = (Variant("heads"), Variant("heads, values = keys", values="keys"),
-            Variant("full block", "full block"), Variant("full block, every position", "full block", positions="all"),
-            Variant("heads, values = words", values="words"), Variant("heads, every position", positions="all"))
+            Variant("heads, every position", positions="all"), Variant("heads, values = words", values="words"),
+            Variant("full block", "full block"), Variant("full block, every position", "full block", positions="all"))
 VARIANT_NAMES = tuple(v.name for v in VARIANTS)
 
 
@@ -113,8 +113,13 @@ def _run_task(task):
     return run_variant(*task)
 
 
+def variant_option(name: str) -> str:
+    """A variant's name as one word: 'heads, values = keys' -> 'heads-values-keys'."""
+    return name.replace(", ", "-").replace(" = ", "-").replace(" ", "-")
+
+
 def cell_path(folder, name: str, seed: int) -> str:
-    return os.path.join(folder, f"{name.replace(', ', '-').replace(' ', '-')}-seed{seed}.json")
+    return os.path.join(folder, f"{variant_option(name)}-seed{seed}.json")
 
 
 def kept_run(folder, name: str, seed: int, config: LadderConfig):

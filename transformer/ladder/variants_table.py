@@ -25,6 +25,12 @@ def steps_to_learn(record, name: str, kind: str) -> list:
     return [steps_to(curve, LEARNED, record["curve_every"]) for curve in variant(record, name)["curve"][kind]]
 
 
+def steps_later(record, name: str, baseline: str, kind: str) -> list:
+    """Per seed: how many steps later ``name`` learned ``kind`` than ``baseline`` (None: one never did)."""
+    pairs = zip(steps_to_learn(record, name, kind), steps_to_learn(record, baseline, kind))
+    return [None if a is None or b is None else a - b for a, b in pairs]
+
+
 def steps_cell(steps) -> str:
     reached = [s for s in steps if s is not None]
     never = len(steps) - len(reached)
