@@ -37,6 +37,7 @@ REMAKE = "python examples/ladder_sources.py --seeds 0-4 --json docs/ladder-sourc
 REDRAW = "python examples/ladder_sources.py --picture docs/images/blend_heads.png --force"
 VALUES = ("heads", "heads, values = keys", "heads, values = words")
 POSITIONS = ("heads", "heads, every position")
+FULL = ("full block", "full block, every position")
 
 
 @pytest.fixture(scope="module")
@@ -122,12 +123,13 @@ def test_the_record_is_the_default_budget_on_five_seeds(record):
     assert record["config"]["seeds"] == [0, 1, 2, 3, 4]
     assert record["config"] == dict(record["config"], **{k: v for k, v in vars(LadderConfig()).items()
                                                          if k not in ("seeds", "kinds")})
-    assert {v["name"] for v in record["variants"]} == set(VALUES + POSITIONS)
+    assert {v["name"] for v in record["variants"]} == set(VALUES + POSITIONS + FULL)
 
 
 def test_the_page_shows_the_records_tables(record, section):
     for table in (accuracy_table(record, VALUES), steps_table(record, VALUES, ("game", "swap", "colour", "blend")),
                   accuracy_table(record, POSITIONS), steps_table(record, POSITIONS, ("game", "swap", "order", "blend")),
+                  accuracy_table(record, FULL), steps_table(record, FULL, ("colour", "swap", "blend", "recall")),
                   roles_table(record)):
         assert table in section, f"docs/ladder.md's table is not the record's; it is now:\n{table}"
 
@@ -215,3 +217,19 @@ def test_each_blend_role_has_a_head_of_its_own_on_every_seed(record, section):
     best = [max(roles[role][s]) for role in BLEND_ROLES for s in range(len(record["config"]["seeds"]))]
     assert min(best) > 0.5 and f"({min(best):.2f}-{max(best):.2f} on average" in section
     assert accuracy(record, "heads", "blend").min() == 1.0
+
+
+def test_predicting_at_every_position_slows_the_full_block_and_its_recall(record, section):
+    every, answer = FULL[1], FULL[0]
+    for kind in record["config"]["kinds"]:
+        later = steps_later(record, every, answer, kind)
+        if kind == "recall":
+            assert sum(step is not None for step in steps_to_learn(record, every, kind)) == 1
+            assert None not in steps_to_learn(record, answer, kind)
+        else:
+            assert None not in later and min(later) > 0, (kind, later)
+    assert accuracy(record, answer, "recall").min() == 1.0
+    for kind, (low, high) in (("blend", (400, 1700)), ("swap", (200, 500)), ("colour", (300, 600))):
+        assert (min(steps_later(record, every, answer, kind)), max(steps_later(record, every, answer, kind))) == \
+            (low, high), kind
+        assert f"{kind} by {low:,}-{high:,}" in section.replace("\n", " ")
