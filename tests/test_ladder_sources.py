@@ -157,7 +157,8 @@ def skip_where_floats_round_otherwise(made_with: str, remake: str):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name, seed", [("heads, values = keys", 3), ("heads, every position", 1)])
+@pytest.mark.parametrize("name, seed", [("heads, values = keys", 3), ("heads, every position", 1),
+                                        ("full block, every position", 2)])
 def test_a_cell_of_the_record_is_what_the_variant_trains(record, name, seed):
     skip_where_floats_round_otherwise(record["arithmetic"], REMAKE)
     config = LadderConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in record["config"].items()})
