@@ -45,7 +45,7 @@ import numpy as np
 
 from . import autograd, forward_ad, inplace, rng
 from .accelerated import Accelerated, get_backend
-from .function import unbroadcast
+from .function import Function, unbroadcast
 from .grad_mode import state as grad_state
 from .observers import Observer, observing, watching
 from .tape_state import state as tape_state
@@ -62,6 +62,16 @@ class TraceError(RuntimeError):
 class _Diverged(BaseException):
     """A replayed call did something its tape did not record: record it afresh.
     A BaseException so that a piece's own ``except Exception`` cannot swallow it."""
+
+
+class Replayed(Function):
+    """The ``grad_fn`` of a replayed op's output: the tape holds its backward, so the tensor
+    requires grad as eagerly (``+=`` makes a new tensor, as eagerly) but has no graph; a
+    backward() from it outside the traced call says its buffers are gone."""
+    released, below = True, ()
+
+
+_REPLAYED = Replayed()
 
 
 class Line:
@@ -360,7 +370,7 @@ class Replay:
             out = np.asarray(out)
         if line.recorded != (out.dtype.kind == "f" and grad_state.enabled and True in line.needs):
             raise _Diverged
-        result = Tensor._from_op(out, None)
+        result = Tensor._from_op(out, _REPLAYED if line.recorded else None)
         slot = self.leaves + self.position
         self.values[slot] = result
         slot_of[id(result)] = slot
