@@ -27,10 +27,11 @@ from .ops import concatenate, stack, where
 from .profiler import profile
 from .rng import get_rng_state, manual_seed, set_rng_state
 from .tensor import Tensor
+from .trace import TraceError, trace     # binds minigrad.trace to the function (the module: minigrad/trace.py)
 
 __all__ = ["Tensor", "no_grad", "enable_grad", "is_grad_enabled", "gradcheck", "GradcheckError",
            "gradgradcheck", "jvpcheck", "autograd", "forward_ad", "func",
            "autograd_steps", "BackwardStep", "detect_anomaly", "AnomalyError",
            "concatenate", "stack", "where", "manual_seed", "get_rng_state", "set_rng_state",
-           "functional", "nn", "optim", "kernels", "profile"]
+           "functional", "nn", "optim", "kernels", "profile", "trace", "TraceError"]
 __version__ = "0.1.0"

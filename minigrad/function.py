@@ -56,6 +56,7 @@ from . import forward_ad, inplace, observers, tensor_type    # tensor_type: the 
 from .forward_ad import state as forward_state    # this thread's forward-AD levels: forward_state.active
 from .grad_mode import state as grad_state    # this thread's grad mode: grad_state.enabled
 from .observers import watching     # this thread's observers (profiler, anomaly, scopes): watching.observers
+from .tape_state import state as tape_state    # minigrad.trace recording or replaying: tape_state.tape
 
 OUT = "out"     # the name by which a rule reads the op's output
 _NOTHING = {}   # the saved values of an op whose backward reads none (shared, never written)
@@ -91,6 +92,8 @@ class Function:
     @classmethod
     def apply(cls, *inputs, **options):
         # Runs ~60 times per training step of the date model: plain loops, no helper calls.
+        if tape_state.tape is not None:     # inside a traced call (minigrad/trace.py): the tape runs the op
+            return tape_state.tape.apply(cls, inputs, options)
         tensors = tuple([x if isinstance(x, tensor_type.Tensor) else tensor_type.Tensor(x) for x in inputs])
         arrays = [t.data for t in tensors]
         fn = cls()

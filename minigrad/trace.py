@@ -1,0 +1,439 @@
+"""``minigrad.trace``: record a training piece once, print it as straight-line code, replay it.
+
+    traced = minigrad.trace(piece, names=model.named_parameters())
+    loss = traced(src, tgt_in, tgt_out)   # first call: an ordinary eager run that records the tape
+    loss = traced(src2, tgt_in2, tgt_out2)  # next calls: the tape runs the ops; .grad set as eagerly
+    print(traced.code)                    # the step as code: forward, backward, gradient sums
+
+``piece(*args)`` computes a loss and calls ``loss.backward()`` once (it may return anything).
+
+What the tape is. Recording runs ``piece`` eagerly while ``Function.apply`` and the backward
+pass tell the tape each op call: which op, which earlier output, parameter or constant each
+input is, and (watched like the profiler watches) which kernel or numpy function ran. Before
+the eager backward runs, the tape also writes down its plan: the order of the backward rules,
+where each gradient goes and in which order the sums are made. That plan is what a replay
+saves: no graph is built (op outputs carry no ``grad_fn``, no saved-array dicts on tensors,
+no version clocks), and backward does not sort the graph or look anything up, it runs the
+written rules one after the other.
+
+Why the Python still runs. The model's own Python computes values from the data that no op
+sees as an input: the padding masks (``ids != PAD`` in numpy), the ids an Embedding picks,
+CrossEntropy's count of non-pad targets (inside its forward). A tape that froze them would
+silently train on the first batch's masks. So a replay calls ``piece`` again and each op call
+is handed to the tape, which *checks* it against its line (same op, inputs wired to the same
+earlier outputs or the same parameter objects, no new tensor that requires grad, same grad
+mode) and runs the op's forward on today's arrays and options. Every value derived from the
+data is therefore an input of the tape, never a constant; a Python branch, a global, an int
+argument or ``.item()`` take today's value; and anything that changes the program (another
+branch's ops, a replaced parameter, dropout switched off, a frozen parameter, a hook) shows
+up as a line that does not match: the call is run again from its start as a fresh recording
+(the random generator rewound first, so dropout draws what eager draws). Guards, never
+staleness.
+
+What runs eagerly instead: calls under the profiler, ``detect_anomaly`` or ``record_scopes``
+(they watch the eager engine) and inside forward-mode AD. What is refused, with one line
+(``TraceError``): in-place changes of tensors (``+=``, an optimizer step: step outside),
+``autograd.grad`` or ``create_graph`` inside the piece, more than one backward, hooks and
+``retain_grad`` on the step's tensors.
+
+Bit for bit: the forward of each op is the same call with the same arrays, the backward
+rules run in the eager order and each gradient sum adds in the eager order, so losses and
+gradients equal the eager run's exactly (``tests/test_trace.py``). The lesson, beside
+``torch.compile``, ``jax.jit`` and tinygrad's ``TinyJit``: docs/tracing.md.
+"""
+import numpy as np
+
+from . import autograd, forward_ad, inplace, rng
+from .accelerated import Accelerated, get_backend
+from .function import Function, unbroadcast
+from .grad_mode import state as grad_state
+from .observers import Observer, observing, watching
+from .tape_state import state as tape_state
+from .tensor import Tensor
+
+CONSTANT = -1           # the source of an input that is no earlier output and no parameter
+MAX_TAPES = 64          # one tape per input signature (as jax.jit's cache); the oldest goes first
+
+
+class TraceError(RuntimeError):
+    """What a traced piece does cannot be replayed from a tape; the message says why."""
+
+
+class _Diverged(BaseException):
+    """A replayed call did something its tape did not record: record it afresh.
+    A BaseException so that a piece's own ``except Exception`` cannot swallow it."""
+
+
+class Replayed(Function):
+    """The ``grad_fn`` of a replayed op's output: the tape holds its backward, so the tensor
+    requires grad as eagerly (``+=`` makes a new tensor, as eagerly) but has no graph; a
+    backward() from it outside the traced call says its buffers are gone."""
+    released, below = True, ()
+
+
+_REPLAYED = Replayed()
+
+
+class Line:
+    """One op call of the tape."""
+    __slots__ = ("index", "op", "sources", "grad_mode", "recorded", "needs", "shape", "dtype",
+                 "options", "kernels", "constants")
+
+
+class Tape:
+    """The recorded step: ``lines`` (forward op calls), ``leaves`` (parameters and other tensors
+    that require grad, read by the step), and the backward ``plan`` (see ``Recording.backward``)."""
+
+    def __init__(self):
+        self.lines, self.leaves, self.plan = [], [], []
+        self.root = None            # the slot of the tensor backward() started from
+        self.backward_at = None     # how many lines ran before backward()
+        self.backward_kernels = {}  # line index -> kernels its backward rule ran
+
+
+def trace(piece, names=None):
+    """``piece`` as a ``Traced`` callable (see the module doc). ``names``: (name, tensor) pairs,
+    e.g. ``model.named_parameters()``, to name the parameters in ``.code``."""
+    return Traced(piece, names)
+
+
+class Traced:
+    """A piece with its tapes, one per input signature. ``last`` says how the last call ran:
+    "recorded", "replayed", or "eager: <why>"; ``recordings`` and ``replays`` count calls."""
+
+    def __init__(self, piece, names=None):
+        self.piece = piece
+        self.names = {id(tensor): name for name, tensor in (names or ())}
+        self.tapes = {}
+        self.last, self.recordings, self.replays = None, 0, 0
+        self.last_tape = None
+
+    def __call__(self, *args, **kwargs):
+        if tape_state.tape is not None:
+            raise TraceError("a traced piece called inside another traced piece; trace the outer one only")
+        why = _eager_reason()
+        if why:
+            self.last = f"eager: {why}"
+            return self.piece(*args, **kwargs)
+        key = (_signature(args, kwargs), grad_state.enabled, get_backend())
+        tape = self.tapes.get(key)
+        if tape is not None:
+            generator_state = rng.get_rng_state()
+            try:
+                result = _run(Replay(tape), self.piece, args, kwargs)
+                self.last, self.replays, self.last_tape = "replayed", self.replays + 1, tape
+                return result
+            except _Diverged:
+                rng.set_rng_state(generator_state)     # draw again what the abandoned run drew
+        recording = Recording()
+        result = _run(recording, self.piece, args, kwargs)
+        recording.finish()
+        if len(self.tapes) >= MAX_TAPES:
+            del self.tapes[next(iter(self.tapes))]
+        self.tapes[key] = self.last_tape = recording.tape
+        self.last, self.recordings = "recorded", self.recordings + 1
+        return result
+
+    @property
+    def code(self) -> str:
+        """The last call's tape as straight-line Python (see ``tape_code``)."""
+        if self.last_tape is None:
+            raise TraceError("no tape yet: call the traced piece once (it records its step)")
+        return tape_code(self.last_tape, self.names)
+
+
+def _eager_reason():
+    if watching.observers:
+        return "the profiler, detect_anomaly or record_scopes watches the eager engine"
+    if forward_ad.state.active:
+        return "forward-mode AD is active"
+    return None
+
+
+def _signature(args, kwargs):
+    """The arguments as a cache key: arrays and tensors by shape and dtype, other values by value."""
+    def one(x):
+        if isinstance(x, np.ndarray):
+            return ("array", x.shape, x.dtype.str)
+        if isinstance(x, Tensor):
+            return ("tensor", x.shape, x.dtype.str, x.requires_grad)
+        try:
+            hash(x)
+        except TypeError:
+            raise TraceError(f"a traced piece takes arrays, Tensors and hashable values; got a "
+                             f"{type(x).__name__} (pass a tuple, or close over it)") from None
+        return (type(x), x)
+    return tuple(one(x) for x in args) + tuple((k, one(v)) for k, v in sorted(kwargs.items()))
+
+
+def _run(tape, piece, args, kwargs):
+    """``piece`` with ``tape`` receiving this thread's op calls and backward pass."""
+    clock = inplace.clock
+    tape_state.tape = tape
+    try:
+        result = piece(*args, **kwargs)
+    finally:
+        tape_state.tape = None
+    if inplace.clock != clock:
+        _refuse_in_place()
+    tape.finished()
+    return result
+
+
+def _refuse_in_place():
+    raise TraceError("a traced piece changed a tensor in place (+=, an optimizer step): a tape cannot "
+                     "replay that; trace the forward and backward only and update outside")
+
+
+class _KernelNotes(Observer):
+    """Watches a recording as the profiler does: which kernel or numpy function each op ran."""
+
+    def __init__(self):
+        self.current, self.last = [], []
+
+    def call(self, what, stage, run, *args, **options):
+        if isinstance(what, Accelerated):
+            self.current.append(f"{what.__name__}:{stage}")
+            return run(*args, **options)
+        if stage in ("forward", "backward"):
+            self.current = []
+            result = run(*args, **options)
+            self.last = self.current
+            return result
+        return run(*args, **options)
+
+
+class Recording:
+    """The tape being written while ``piece`` runs eagerly."""
+
+    def __init__(self):
+        self.tape = Tape()
+        self.slot_of = {}           # id(tensor) -> slot; self.known keeps those tensors alive
+        self.known = []
+        self.notes = _KernelNotes()
+        self.line_of_fn = {}        # id(grad_fn) -> line index, for the backward's kernel notes
+
+    def apply(self, cls, inputs, options):
+        tape_state.tape = None
+        try:
+            with observing(self.notes):
+                result = cls.apply(*inputs, **options)
+        finally:
+            tape_state.tape = self
+        lines = self.tape.lines
+        line = Line()
+        line.index, line.op, line.options = len(lines), cls, options
+        line.sources = tuple(self._source(x) for x in inputs)
+        line.constants = tuple(_constant_text(x) if s == CONSTANT else None for x, s in zip(inputs, line.sources))
+        line.grad_mode = grad_state.enabled
+        line.needs = tuple(isinstance(x, Tensor) and x.requires_grad for x in inputs)
+        line.recorded = result.grad_fn is not None
+        line.shape, line.dtype, line.kernels = result.shape, result.dtype, tuple(self.notes.last)
+        lines.append(line)
+        self._remember(result, ("line", line.index))
+        if line.recorded:
+            self.line_of_fn[id(result.grad_fn)] = line.index
+        return result
+
+    def _source(self, x):
+        if not isinstance(x, Tensor):
+            return CONSTANT
+        slot = self.slot_of.get(id(x))
+        if slot is not None:
+            return slot
+        if x.grad_fn is not None:
+            raise TraceError("a traced piece read a tensor computed before the call (it has a graph "
+                             "outside the tape); pass its array as an argument, or detach() it")
+        if not x.requires_grad:
+            return CONSTANT     # today's value is read on every replay: a constant of the call
+        slot = ("leaf", len(self.tape.leaves))
+        self.tape.leaves.append(x)
+        self._remember(x, slot)
+        return slot
+
+    def _remember(self, tensor, slot):
+        self.slot_of[id(tensor)] = slot
+        self.known.append(tensor)
+
+    def backward(self, roots, grads, run):
+        tape = self.tape
+        _refuse_other_passes(run, roots, grads, tape)
+        root = self.slot_of.get(id(roots[0]))
+        if root is None or root[0] != "line":
+            raise TraceError("backward() inside a traced piece must start from a tensor the piece computed")
+        order = autograd._reverse_topological_order(roots)
+        for tensor in order:
+            if tensor._hooks or tensor._retains_grad:
+                raise TraceError("a traced piece registers a hook or retain_grad() on a tensor: the tape "
+                                 "does not replay hooks; run this piece eagerly")
+        tape.root, tape.backward_at = root, len(tape.lines)
+        for tensor in order:    # what autograd._run will do, written down
+            slot = self.slot_of[id(tensor)]
+            if tensor.grad_fn is None:
+                tape.plan.append((slot, None, ()))
+            else:
+                flows = tuple(self.slot_of[id(x)] if x.requires_grad else None for x in tensor.grad_fn.inputs)
+                tape.plan.append((slot, self.line_of_fn[id(tensor.grad_fn)], flows))
+        notes = _BackwardNotes(self)
+        tape_state.tape = None
+        try:
+            with observing(notes):
+                autograd._exhaust(roots, grads, run)
+        finally:
+            tape_state.tape = self
+
+    def finished(self):
+        pass
+
+    def finish(self):
+        """Resolve slots to list positions: leaves first, then one per line."""
+        tape, leaves = self.tape, len(self.tape.leaves)
+
+        def position(slot):
+            return slot if slot in (None, CONSTANT) else (slot[1] if slot[0] == "leaf" else leaves + slot[1])
+        for line in tape.lines:
+            line.sources = tuple(position(s) for s in line.sources)
+        tape.plan = [(position(slot), line, tuple(position(f) for f in flows)) for slot, line, flows in tape.plan]
+        if tape.root is not None:
+            tape.root = position(tape.root)
+        tape.leaf_slots = {id(leaf): i for i, leaf in enumerate(tape.leaves)}
+
+
+class _BackwardNotes(_KernelNotes):
+    def __init__(self, recording):
+        super().__init__()
+        self.recording = recording
+
+    def stepped(self, fn, grad, input_grads):
+        line = self.recording.line_of_fn.get(id(fn))
+        if line is not None:
+            self.recording.tape.backward_kernels[line] = tuple(self.last)
+
+
+def _constant_text(x):
+    """How ``.code`` shows a constant input: its value if it is one number, else its dtype and shape
+    (its value is read anew on every call)."""
+    array = x.data if isinstance(x, Tensor) else np.asarray(x)
+    if array.size == 1 and array.ndim == 0:
+        return repr(array.item())
+    return f"const_{array.dtype}{list(array.shape)}"
+
+
+def _refuse_other_passes(run, roots, grads, tape):
+    if type(run) is not autograd._Pass or len(roots) != 1:
+        raise TraceError("autograd.grad() inside a traced piece is not traced; call loss.backward() "
+                         "and read .grad, or run this piece eagerly")
+    if run.create_graph:
+        raise TraceError("backward(create_graph=True) inside a traced piece is not traced; run it eagerly")
+    if grads[0] is not None:
+        raise TraceError("backward(gradient) inside a traced piece is not traced; backward() a scalar loss")
+    if tape.root is not None:
+        raise TraceError("a traced piece called backward() twice; a tape holds one backward pass")
+
+
+class Replay:
+    """One call of ``piece`` run by a recorded tape (see the module doc)."""
+
+    def __init__(self, tape):
+        self.tape = tape
+        leaves = len(tape.leaves)
+        self.values = list(tape.leaves) + [None] * len(tape.lines)
+        self.slot_of = dict(tape.leaf_slots)
+        self.fns = [None] * len(tape.lines)
+        self.position, self.leaves = 0, leaves
+        self.backward_done = False
+
+    def apply(self, cls, inputs, options):
+        if self.backward_done:      # what follows backward() (a metric, say) changes no gradient: eager
+            return _eager_apply(cls, inputs, options)
+        lines = self.tape.lines
+        if self.position >= len(lines):
+            raise _Diverged
+        line = lines[self.position]
+        if line.op is not cls or line.grad_mode is not grad_state.enabled or len(inputs) != len(line.sources):
+            raise _Diverged
+        arrays = []
+        slot_of = self.slot_of
+        for x, source in zip(inputs, line.sources):
+            if isinstance(x, Tensor):
+                if slot_of.get(id(x), CONSTANT) != source or (source == CONSTANT and x.requires_grad):
+                    raise _Diverged
+                arrays.append(x.data)
+            elif source != CONSTANT:
+                raise _Diverged
+            else:
+                arrays.append(Tensor(x).data)     # as Function.apply converts a number
+        fn = cls()
+        fn.needs_input_grad = line.needs
+        out = fn.forward(*arrays, **options)
+        if type(out) is not np.ndarray:
+            out = np.asarray(out)
+        if line.recorded != (out.dtype.kind == "f" and grad_state.enabled and True in line.needs):
+            raise _Diverged
+        result = Tensor._from_op(out, _REPLAYED if line.recorded else None)
+        slot = self.leaves + self.position
+        self.values[slot] = result
+        slot_of[id(result)] = slot
+        if line.recorded:
+            fn.saved = {name: out if i is None else arrays[i] for name, i in cls.backward_reads}
+            self.fns[self.position] = fn
+        self.position += 1
+        return result
+
+    def backward(self, roots, grads, run):
+        tape = self.tape
+        if (type(run) is not autograd._Pass or run.create_graph or len(roots) != 1 or grads[0] is not None
+                or self.backward_done or self.position != tape.backward_at
+                or self.slot_of.get(id(roots[0])) != tape.root):
+            raise _Diverged
+        for value in self.values:      # a hook, retain_grad() or a frozen parameter since recording
+            if value._hooks or value._retains_grad:
+                raise _Diverged
+        for leaf in tape.leaves:
+            if not leaf.requires_grad:
+                raise _Diverged
+        self.backward_done = True
+        values, fns = self.values, self.fns
+        grads = [None] * len(values)
+        grads[tape.root] = np.ones_like(values[tape.root].data)
+        for slot, line, flows in tape.plan:
+            g = grads[slot]
+            if g is None:
+                continue
+            grads[slot] = None
+            if line is None:
+                autograd._accumulate(values[slot], g, False)
+                continue
+            fn = fns[line]
+            input_grads = fn.backward(g, **fn.saved)
+            if not isinstance(input_grads, tuple):
+                input_grads = (input_grads,)
+            fns[line] = None                    # frees its saved arrays as eager's release() does
+            for target, ig in zip(flows, input_grads):
+                if target is None or ig is None:
+                    continue
+                shape = values[target].shape
+                if ig.shape != shape:
+                    ig = unbroadcast(ig, shape)
+                grads[target] = ig if grads[target] is None else grads[target] + ig
+
+    def finished(self):
+        if (self.tape.root is not None) != self.backward_done or (
+                not self.backward_done and self.position != len(self.tape.lines)):
+            raise _Diverged
+
+
+def _eager_apply(cls, inputs, options):
+    tape, tape_state.tape = tape_state.tape, None
+    try:
+        return cls.apply(*inputs, **options)
+    finally:
+        tape_state.tape = tape
+
+
+def tape_code(tape, names=None) -> str:
+    """The tape as straight-line Python, one line per op: the forward, then the backward rules in
+    the order they run and the gradient sums, then each parameter's ``.grad``. Comments give each
+    output's shape and dtype and the kernels (or numpy functions) the recording ran."""
+    from .tape_printing import tape_lines
+    return "\n".join(tape_lines(tape, names or {}))

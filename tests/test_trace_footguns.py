@@ -1,0 +1,309 @@
+"""The ways a tape goes silently stale, as the anchors' trackers list them (tinygrad's
+test_jit_footguns.py, JAX's globals read at trace time, tinygrad #10956's int argument): one
+test each. Every test shows ``naive_replay`` (a tape that replays the recorded op calls with
+the piece's arguments swapped in and everything else kept from the recording: TinyJit's
+capture and replay) giving another answer than eager, and ``minigrad.trace`` giving eager's.
+"""
+import numpy as np
+import pytest
+
+import minigrad
+from minigrad import Tensor, functional as F, nn
+from minigrad.function import Function
+from minigrad.trace import TraceError, trace
+
+RNG = np.random.default_rng(0)
+SCALE = 2.0     # a global the piece reads
+
+
+def naive_tape(piece, recorded_args, reuse_buffers=False):
+    """A naive tape of ``piece``: it runs once on ``recorded_args`` while every op call is written
+    down; the returned replay(*new_args) runs the calls again on arrays alone, an input equal to a
+    recorded argument swapped for the new one, every other input and option as recorded, and
+    returns the last call's output. With ``reuse_buffers`` each output is written into the
+    recorded call's output array."""
+    calls, apply = [], Function.apply.__func__
+
+    def recording(cls, *inputs, **options):
+        out = apply(cls, *inputs, **options)
+        calls.append((cls, inputs, options, out))
+        return out
+    Function.apply = classmethod(recording)
+    try:
+        piece(*recorded_args)
+    finally:
+        Function.apply = classmethod(apply)
+    recorded = [(old, old.copy()) for old in recorded_args if isinstance(old, np.ndarray)]
+
+    def replay(*new_args):
+        new_arrays = [new for new in new_args if isinstance(new, np.ndarray)]
+
+        def swapped(array):
+            for (_, old), new in zip(recorded, new_arrays):
+                if array.shape == old.shape and np.array_equal(array, old):
+                    return new
+            return array
+        values, out = {}, None
+        for cls, inputs, options, result in calls:
+            arrays = [np.asarray(x.data if isinstance(x, Tensor) else x) for x in inputs]
+            arrays = [values.get(id(a), swapped(a)) for a in arrays]
+            new = np.asarray(cls().forward(*arrays, **options))
+            if reuse_buffers:
+                result.data[...] = new
+                new = result.data
+            values[id(result.data)] = out = new
+        return out
+    return replay
+
+
+def naive_replay(piece, recorded_args, new_args, reuse_buffers=False):
+    return naive_tape(piece, recorded_args, reuse_buffers)(*new_args)
+
+
+def weight():
+    return nn.Parameter(RNG.standard_normal(4).astype(np.float32))
+
+
+def loss_of(traced_or_piece, *args):
+    return traced_or_piece(*args).data.copy()
+
+
+def check(piece, first, second):
+    """Eager on ``second`` differs from the naive tape recorded on ``first``; trace gives eager's."""
+    traced = trace(piece)
+    traced(*first)
+    eager = loss_of(piece, *second)
+    assert not np.array_equal(naive_replay(piece, first, second), eager)
+    assert np.array_equal(loss_of(traced, *second), eager)
+    return traced
+
+
+def x(*shape):
+    return RNG.standard_normal(shape or (3, 4)).astype(np.float32)
+
+
+def test_a_python_constant_from_item_is_read_anew():
+    w = weight()
+
+    def piece(a):
+        t = Tensor(a)
+        loss = (t * w).sum() * float(t.mean().item())     # a number read out of the data
+        loss.backward()
+        return loss
+    check(piece, (x(),), (x(),))
+
+
+def test_a_branch_on_a_value_is_taken_anew():
+    w = weight()
+
+    def piece(a):
+        t = Tensor(a)
+        loss = (t * w).sum() if a.sum() > 0 else (t * w * 3.0).sum()
+        loss.backward()
+        return loss
+    a = x()
+    traced = check(piece, (np.abs(a),), (-np.abs(a),))
+    assert traced.recordings == 2       # the other branch's ops: recorded afresh
+
+
+def test_outputs_are_fresh_arrays_not_buffers_reused_between_calls():
+    w = weight()
+
+    def piece(a):
+        loss = (Tensor(a) * w).sum()
+        loss.backward()
+        return loss
+    first, second = x(), x()
+    eager_first = loss_of(piece, first)
+    naive = naive_tape(piece, (first,), reuse_buffers=True)
+    naive_first = naive(first)
+    naive(second)
+    assert not np.array_equal(naive_first, eager_first)    # overwritten by the later call
+    traced = trace(piece)
+    kept = traced(first)
+    traced(second)
+    traced(x())
+    assert np.array_equal(kept.data, eager_first)      # an earlier result is not overwritten
+
+
+def test_a_global_read_at_trace_time_is_read_anew():
+    global SCALE
+    w = weight()
+
+    def piece(a):
+        loss = (Tensor(a) * w).sum() * SCALE
+        loss.backward()
+        return loss
+    a = x()
+    traced = trace(piece)
+    traced(a)
+    naive = naive_tape(piece, (a,))
+    SCALE = 5.0
+    try:
+        eager = loss_of(piece, a)
+        assert not np.array_equal(naive(a), eager)
+        assert np.array_equal(loss_of(traced, a), eager)
+    finally:
+        SCALE = 2.0
+
+
+def test_an_int_argument_is_not_baked_in():
+    w = weight()
+
+    def piece(a, n):
+        loss = (Tensor(a) * w).sum() * n
+        loss.backward()
+        return loss
+    a = x()
+    check(piece, (a, 2), (a, 7))
+
+
+def test_the_count_of_non_pad_targets_follows_each_batch():
+    lin = nn.Linear(4, 5)
+
+    def piece(a, targets):
+        loss = F.cross_entropy(lin(Tensor(a)), targets[:, 1:], ignore_index=0)   # a slice: a new array
+        loss.backward()
+        return loss
+    a = x(2, 3, 4)
+    few_pads = np.array([[1, 2, 3, 4], [1, 2, 3, 4], [1, 2, 3, 4]][:2])
+    many_pads = np.array([[1, 2, 0, 0], [1, 0, 0, 0]])
+    check(piece, (a, few_pads), (a, many_pads))
+
+
+def test_a_new_shape_records_a_new_tape():
+    w = weight()
+
+    def piece(a):
+        ones = Tensor(np.ones((a.shape[0], 1), np.float32))   # built from the shape
+        loss = (Tensor(a) * w * ones).sum()
+        loss.backward()
+        return loss
+    traced = trace(piece)
+    traced(x(3, 4))
+    b = x(5, 4)
+    with pytest.raises(ValueError):         # the recorded (3, 1) constant does not broadcast
+        naive_replay(piece, (x(3, 4),), (b,))
+    assert np.array_equal(loss_of(traced, b), loss_of(piece, b))
+    assert traced.recordings == 2
+
+
+def test_dropout_draws_from_todays_generator():
+    w = weight()
+
+    def piece(a):
+        loss = F.dropout(Tensor(a) * w, 0.5, training=True).sum()
+        loss.backward()
+        return loss
+    a = x()
+    traced = trace(piece)
+    traced(a)
+    minigrad.manual_seed(5)        # a new generator object: a tape holding the old one draws stale masks
+    eager = loss_of(piece, a)
+    minigrad.manual_seed(5)
+    assert np.array_equal(loss_of(traced, a), eager)
+    minigrad.manual_seed(5)
+    assert not np.array_equal(naive_replay(piece, (a,), (a,)), eager)
+
+
+def test_dropout_switched_off_records_afresh_and_rewinds_the_generator():
+    model = nn.Dropout(0.5)
+    w = weight()
+
+    def piece(a):
+        loss = (model(Tensor(a) * w) * 2.0).sum()
+        loss.backward()
+        return loss
+    a = x()
+    traced = trace(piece)
+    traced(a)
+    model.eval()
+    minigrad.manual_seed(3)
+    eager = loss_of(piece, a)
+    minigrad.manual_seed(3)
+    assert np.array_equal(loss_of(traced, a), eager)
+    assert traced.recordings == 2
+
+
+def test_a_replaced_parameter_gets_the_gradient():
+    lin = nn.Linear(4, 1)
+
+    def piece(a):
+        loss = lin(Tensor(a)).sum()
+        loss.backward()
+        return loss
+    a = x()
+    traced = trace(piece)
+    traced(a)
+    naive = naive_tape(piece, (a,))
+    old = lin.weight
+    lin.weight = nn.Parameter(np.full((4, 1), 0.5, np.float32))
+    eager = loss_of(piece, a)
+    lin.weight.grad = old.grad = None
+    assert not np.array_equal(naive(a), eager)   # the old weight's values
+    assert np.array_equal(loss_of(traced, a), eager)
+    assert lin.weight.grad is not None and old.grad is None
+
+
+def test_a_frozen_parameter_gets_no_gradient():
+    lin = nn.Linear(4, 1)
+
+    def piece(a):
+        loss = lin(Tensor(a)).sum()
+        loss.backward()
+        return loss
+    traced = trace(piece)
+    traced(x())
+    lin.zero_grad()
+    lin.bias.requires_grad = False
+    traced(x())
+    assert lin.bias.grad is None and lin.weight.grad is not None
+
+
+def test_no_grad_runs_as_eager_does():
+    w = weight()
+
+    def piece(a):
+        loss = (Tensor(a) * w).sum()
+        loss.backward()
+        return loss
+    traced = trace(piece)
+    traced(x())
+    with minigrad.no_grad():
+        with pytest.raises(RuntimeError, match="does not require grad"):
+            traced(x())
+
+
+def test_what_a_tape_cannot_hold_is_refused_in_one_line():
+    w = weight()
+
+    def in_place(a):
+        m = Tensor(np.ones(4, np.float32))
+        m += 1.0
+        (Tensor(a) * w * m).sum().backward()
+
+    def hooked(a):
+        t = Tensor(a) * w
+        t.register_hook(lambda g: g)
+        t.sum().backward()
+
+    def grad_call(a):
+        return minigrad.autograd.grad((Tensor(a) * w).sum(), [w])
+    for piece, why in ((in_place, "in place"), (hooked, "hook"), (grad_call, "autograd.grad")):
+        with pytest.raises(TraceError, match=why) as raised:
+            trace(piece)(x())
+        assert "\n" not in str(raised.value)
+
+
+def test_under_the_profiler_the_piece_runs_eagerly():
+    w = weight()
+
+    def piece(a):
+        loss = (Tensor(a) * w).sum()
+        loss.backward()
+        return loss
+    traced = trace(piece)
+    traced(x())
+    with minigrad.profile():
+        traced(x())
+    assert traced.last.startswith("eager")
