@@ -48,6 +48,7 @@ from .accelerated import Accelerated, get_backend
 from .function import Function, unbroadcast
 from .grad_mode import state as grad_state
 from .observers import Observer, observing, watching
+from .tape_printing import tape_lines
 from .tape_state import state as tape_state
 from .tensor import Tensor
 
@@ -435,5 +436,4 @@ def tape_code(tape, names=None) -> str:
     """The tape as straight-line Python, one line per op: the forward, then the backward rules in
     the order they run and the gradient sums, then each parameter's ``.grad``. Comments give each
     output's shape and dtype and the kernels (or numpy functions) the recording ran."""
-    from .tape_printing import tape_lines
     return "\n".join(tape_lines(tape, names or {}))
