@@ -65,14 +65,14 @@ class _Diverged(BaseException):
     A BaseException so that a piece's own ``except Exception`` cannot swallow it."""
 
 
-class Replayed(Function):
-    """The ``grad_fn`` of a replayed op's output: the tape holds its backward, so the tensor
+class _Replayed(Function):
+    """(Not an op: "_" keeps it out of the op lists.) The ``grad_fn`` of a replayed op's output: the tape holds its backward, so the tensor
     requires grad as eagerly (``+=`` makes a new tensor, as eagerly) but has no graph; a
     backward() from it outside the traced call says its buffers are gone."""
     released, below = True, ()
 
 
-_REPLAYED = Replayed()
+_REPLAYED = _Replayed()
 
 
 class Line:
