@@ -28,6 +28,8 @@ NOT_RECOMPUTED = {
                     "tests/test_explore*.py check on the page itself",
     "speed_by_size.png": "measured timings: examples/benchmark.py --sizes --write-docs draws it with the "
                          "table of docs/benchmarks.md in one run",
+    "blend_heads.png": "its labels travel inside the PNG (viz/blend_heads.py); tests/test_ladder_sources.py "
+                       "draws it again and compares them",
 }
 
 

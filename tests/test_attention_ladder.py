@@ -350,6 +350,6 @@ def test_ctrl_c_while_the_workers_start_stops_them_and_is_raised(monkeypatch):
         return made[-1]
     monkeypatch.setattr(experiment.multiprocessing, "Pool", pool_while_ctrl_c)
     with pytest.raises(KeyboardInterrupt):
-        experiment._worker_pool(2)
+        experiment.worker_pool(2)
     assert made and all(not worker.is_alive() for worker in made[0]._pool)
     assert signal.getsignal(signal.SIGINT) is before                # the caller's handler is back

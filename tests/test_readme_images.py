@@ -45,9 +45,10 @@ def test_the_commands_draw_the_decoder_self_attention_with_gradients():
 def test_every_committed_image_is_one_the_script_draws_and_the_readme_shows():
     script = load_script()
     # speed_by_size.png is drawn by examples/benchmark.py --sizes --write-docs with docs/benchmarks.md;
+    # blend_heads.png by examples/ladder_sources.py --picture (docs/ladder.md says so);
     # facts.json says what each picture shows (tests/test_committed_pictures.py)
     assert sorted(os.listdir(os.path.join(REPO, "docs", "images"))) == sorted(
-        script.IMAGE_FILES + ("speed_by_size.png", "facts.json"))
+        script.IMAGE_FILES + ("speed_by_size.png", "blend_heads.png", "facts.json"))
     commands = " ".join(script.commands(0) + [script.ladder_command(0)] + script.lesson_commands(0))
     for name in script.IMAGE_FILES:
         stem = name.rsplit(".", 1)[0]

@@ -361,7 +361,7 @@ def _end_with_the_parent():
     die_with_parent()
 
 
-def _worker_pool(jobs: int):
+def worker_pool(jobs: int):
     """``jobs`` worker processes born ignoring Ctrl-C: until a worker has run
     ``_end_with_the_parent`` it would die of a Ctrl-C with a traceback while the pool starts
     another. A Ctrl-C while the pool starts is raised once it exists, after stopping it."""
@@ -417,7 +417,7 @@ def run_cells(tasks, jobs: int, progress=None) -> dict:
     -> {(rung index, seed): RungRun}. A cell's numbers do not depend on ``jobs`` or the order."""
     done = {}
     if jobs > 1 and len(tasks) > 1:
-        pool = _worker_pool(jobs)
+        pool = worker_pool(jobs)
         try:
             for run in pool.imap_unordered(_run_task, tasks, chunksize=1):
                 done[run.index, run.seed] = run

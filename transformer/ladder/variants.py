@@ -29,7 +29,7 @@ import minigrad
 from minigrad import optim
 
 from transformer.files.output_file import atomic_output
-from transformer.ladder.experiment import MAX_LEN, LadderConfig, _worker_pool, learning_rate, mix, score
+from transformer.ladder.experiment import MAX_LEN, LadderConfig, worker_pool, learning_rate, mix, score
 from transformer.ladder.head_roles import head_roles
 from transformer.ladder.loss_positions import check_loss_positions, rung_loss
 from transformer.ladder.rungs import FullBlock, Heads
@@ -147,7 +147,7 @@ def run_variants(config: LadderConfig, names=VARIANT_NAMES, progress=None, keep=
                 if (run := kept_run(keep, name, seed, config)) is not None}
     tasks = [(name, seed, config) for name in names for seed in config.seeds if (name, seed) not in done]
     start = time.perf_counter()
-    pool = _worker_pool(config.jobs)
+    pool = worker_pool(config.jobs)
     try:
         for run in pool.imap_unordered(_run_task, tasks, chunksize=1):
             done[run.variant, run.seed] = run
