@@ -26,7 +26,7 @@ from transformer.files.checkpoint import CheckpointError
 from transformer.commands.console import Parser, console_script
 from transformer.tasks.dates import PAD, DateError
 from transformer.decoding import inference
-from transformer.models.positional import sinusoidal_encoding
+from transformer.models.decoder_only import sinusoidal_encoding
 
 from .inputs import (add_model_arguments, model_from_args, on_numpy_twins, require_encoder_decoder, source_ids,
                      token_labels)
