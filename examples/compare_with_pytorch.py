@@ -66,7 +66,7 @@ from transformer.decoding import MAX_OUTPUT, greedy_decode  # noqa: E402
 from transformer.training.evaluation import evaluate  # noqa: E402
 from transformer.commands.export import torch_names  # noqa: E402
 from transformer.models.encoder_decoder import Transformer  # noqa: E402
-from transformer.models.positional import sinusoidal_encoding  # noqa: E402
+from transformer.models.decoder_only import sinusoidal_encoding  # noqa: E402
 from transformer.training.stopping import TargetStop  # noqa: E402
 from transformer.training.trainer import TrainConfig  # noqa: E402
 from transformer.files.trained_model import load_model

@@ -1,4 +1,4 @@
-"""Tests for transformer.models.attention and transformer.models.layers: scaled dot-product attention,
+"""Tests for transformer.models.attention and the blocks of the two models: scaled dot-product attention,
 its masks, SelfAttention and CrossAttention, FeedForward, EncoderLayer and DecoderLayer.
 
 Gradients are checked in float64 against central differences (minigrad.gradcheck).
@@ -13,7 +13,8 @@ import minigrad
 from minigrad import Tensor, gradcheck
 from transformer.models.attention import (CrossAttention, SelfAttention, causal_mask, padding_mask,
                                   scaled_dot_product_attention)
-from transformer.models.layers import DecoderLayer, EncoderLayer, FeedForward
+from transformer.models.decoder_only import FeedForward
+from transformer.models.encoder_decoder import DecoderLayer, EncoderLayer
 
 D_MODEL, HEADS, D_FF, BATCH = 8, 2, 16, 2
 

@@ -92,7 +92,7 @@ BAD = {
     "num_heads_0": (lambda g, p: rewrite(g, p, config_edit(num_heads=0)), "num_heads must be a positive integer"),
     "d_model_2_20": (lambda g, p: rewrite(g, p, config_edit(d_model=2 ** 20, num_heads=2)),
                      "does not fit the model it describes"),
-    "max_len_5": (lambda g, p: rewrite(g, p, config_edit(max_len=5)), "max_len must be in 20.."),
+    "max_len_5": (lambda g, p: rewrite(g, p, config_edit(max_len=5)), "max_len must be at least 20 "),
     "vocab_size": (lambda g, p: rewrite(g, p, config_edit(vocab_size=70)), "vocab_size must be 68"),
     "config_not_object": (lambda g, p: rewrite(g, p, lambda m, o, meta: meta.update(model_config=[1])),
                           "invalid model config"),

@@ -6,9 +6,9 @@ import minigrad
 from minigrad import Tensor, gradcheck, no_grad
 from minigrad import functional as F
 from transformer.models.config import DecoderOnlyConfig, ModelConfig, model_config_from_dict
-from transformer.tasks.dates import EOS, PAD, PROMPT_LEN, DateDataset, join_for_decoder_only
+from transformer.tasks.dates import EOS, PAD, PROMPT_LEN, DateDataset, check_model_config, join_for_decoder_only
 from transformer.models.decoder_only import IGNORE, DecoderOnlyTransformer, next_token_targets
-from transformer.models.layers import DecoderOnlyLayer
+from transformer.models.decoder_only import DecoderOnlyLayer
 
 TINY = dict(d_model=8, num_heads=2, num_layers=2, d_ff=16, task="next-word", vocab_size=11, max_len=12)
 
@@ -37,16 +37,28 @@ def test_config_records_its_architecture_and_old_dicts_are_encoder_decoder():
         model_config_from_dict({**config.to_dict(), "num_encoder_layers": 2})
 
 
-def test_config_checks_the_date_task_and_counts_parameters():
-    with pytest.raises(ValueError, match="vocab_size must be 68"):
-        DecoderOnlyConfig(vocab_size=70)
-    with pytest.raises(ValueError, match="max_len must be in 30"):
-        DecoderOnlyConfig(max_len=20)
-    with pytest.raises(ValueError, match="task must be one of"):
-        DecoderOnlyConfig(task="poems")
+def test_config_holds_numbers_and_counts_parameters():
+    """Any vocabulary and length: the task supplies them (the date task's are the defaults)."""
+    config = DecoderOnlyConfig(vocab_size=70, max_len=20)
+    assert DecoderOnlyTransformer(config)(np.zeros((1, 20), dtype=np.int64)).shape == (1, 20, 70)
+    with pytest.raises(ValueError, match="vocab_size must be at most 100,000"):
+        DecoderOnlyConfig(vocab_size=100_001)
     for config in (DecoderOnlyConfig(), DecoderOnlyConfig(**TINY, positional="learned")):
         model = DecoderOnlyTransformer(config)
         assert sum(p.size for p in model.parameters()) == config.num_parameters()
+
+
+def test_the_date_task_checks_a_model_fits_it():
+    check_model_config(DecoderOnlyConfig())           # the defaults are the date task's numbers
+    check_model_config(ModelConfig())
+    with pytest.raises(ValueError, match="vocab_size must be 68"):
+        check_model_config(DecoderOnlyConfig(vocab_size=70))
+    with pytest.raises(ValueError, match="max_len must be at least 30"):
+        check_model_config(DecoderOnlyConfig(max_len=20))
+    with pytest.raises(ValueError, match="max_len must be at least 20"):
+        check_model_config(ModelConfig(max_len=19))
+    with pytest.raises(ValueError, match="pad_id must be 67"):
+        check_model_config(ModelConfig(pad_id=0))
 
 
 # -------------------------------------------------------------------- loss
@@ -169,7 +181,7 @@ def test_reorder_caches_moves_rows():
 
 def test_the_block_is_the_encoder_block_with_a_mask_and_a_cache():
     """DecoderOnlyLayer without a mask is EncoderLayer: the same sublayers in the same order."""
-    from transformer.models.layers import EncoderLayer
+    from transformer.models.encoder_decoder import EncoderLayer
     minigrad.manual_seed(0)
     block = DecoderOnlyLayer(8, 2, 16)
     minigrad.manual_seed(0)

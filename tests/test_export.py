@@ -17,7 +17,7 @@ from transformer.models.config import ModelConfig
 from transformer.tasks.dates import PAD, DateDataset
 from transformer.commands.export import export_weights, main, torch_names
 from transformer.models.encoder_decoder import Transformer
-from transformer.models.positional import sinusoidal_encoding
+from transformer.models.decoder_only import sinusoidal_encoding
 
 
 def small_model(positional="sinusoidal", layers=2):

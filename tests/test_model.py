@@ -1,4 +1,4 @@
-"""Tests for transformer.models.positional, transformer.models.config and transformer.models.encoder_decoder: the seed
+"""Tests for the positions, the configs and transformer.models.encoder_decoder: the seed
 document's sinusoidal numbers, the Transformer's shapes and input checks, a float64
 gradient check of the whole model with its loss, causality of the decoder, and that
 padding changes nothing it should not.
@@ -14,7 +14,7 @@ from minigrad import functional as F
 from transformer import ModelConfig, Transformer, sinusoidal_encoding
 from transformer.models.attention import causal_mask
 from transformer.tasks.dates import EOS, PAD, SOS, SRC_LEN, TGT_LEN, VOCAB_SIZE, encode, encode_batch
-from transformer.models.positional import LearnedPositions, SinusoidalPositions
+from transformer.models.decoder_only import LearnedPositions, SinusoidalPositions
 
 TINY = dict(d_model=8, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=16)
 

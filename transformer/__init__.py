@@ -2,10 +2,10 @@
 date task it learns: ``1845-01-05`` -> ``January 5, 1845``; beside it a decoder-only model,
 on the same task and on next-word prediction in a generated language.
 
-    models/    the models a learner reads: attention.py (scaled dot-product attention, masks),
-               layers.py (feed-forward and the blocks), positional.py, encoder_decoder.py
-               (Transformer: encode, decode, cached decode_step), decoder_only.py (GPT-style:
-               causal blocks, next-token loss, cached generation), config.py
+    models/    the models a learner reads: decoder_only.py (the GPT-style model in one file: its
+               config, attention, block, positions, next-token loss, cached generation),
+               encoder_decoder.py (Transformer: its config and blocks, encode, decode, cached
+               decode_step), attention.py (scaled dot-product attention, masks), config.py
     tasks/     the data: dates.py (the 68-token vocabulary, the date data set), language.py
                (the generated language of the next-word model)
     training/  trainer.py (the loop: Adam + warm-up, schedule, checkpoints, resume), dates.py and
@@ -23,7 +23,5 @@ from transformer.models.attention import (CrossAttention, MultiHeadAttention, Se
                         scaled_dot_product_attention)
 from transformer.models.config import DecoderOnlyConfig, ModelConfig, model_config_from_dict
 from transformer.decoding import beam_search, greedy_decode, sample_decode
-from transformer.models.decoder_only import DecoderOnlyTransformer
-from transformer.models.layers import DecoderLayer, DecoderOnlyLayer, EncoderLayer, FeedForward
-from transformer.models.encoder_decoder import Transformer
-from transformer.models.positional import sinusoidal_encoding
+from transformer.models.decoder_only import DecoderOnlyLayer, DecoderOnlyTransformer, FeedForward, sinusoidal_encoding
+from transformer.models.encoder_decoder import DecoderLayer, EncoderLayer, Transformer

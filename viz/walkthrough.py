@@ -23,7 +23,7 @@ from minigrad import Tensor
 from transformer.models.attention import padding_mask, scaled_dot_product_attention
 from transformer.tasks.dates import PAD
 from transformer.decoding import inference
-from transformer.models.positional import sinusoidal_encoding
+from transformer.models.decoder_only import sinusoidal_encoding
 
 from .inputs import require_encoder_decoder, source_ids, token_labels
 

@@ -39,8 +39,10 @@ import numpy as np
 from transformer.files.npz_archive import (MISSING, NOT_REGULAR, SINGLE_NPY, TOO_LARGE, UNREADABLE, NpzArchive,
                                          NpzError)
 from transformer.models.config import model_config_from_dict
+from transformer.tasks.dates import check_model_config
 
 FORMAT_VERSION = 1
+TASKS = ("dates", "next-word")   # what a model can be trained on (its config's ``task``; an encoder-decoder: dates)
 MAX_META_BYTES = 64 * 2 ** 20     # meta.json: configs, schedule, RNG states and the evaluation history
                                   # (~100 bytes per evaluation: 600,000 evaluations fit)
 MAX_META_DEPTH = 32               # nesting of meta.json (ours is 4 deep): refused before json parses it
@@ -218,7 +220,7 @@ def _check_declared_sizes(path, npz, sizes):
         return
     try:
         meta = _read_meta(path, npz.read(["meta.json"])["meta.json"])
-        expected = model_config_from_dict(meta.get("model_config")).num_parameters()
+        expected = _stored_model_config(meta.get("model_config")).num_parameters()
     except (CheckpointError, NpzError, ValueError, TypeError):
         return
     stored = sum(count for name, count in sizes.items() if name.startswith("model/"))
@@ -369,7 +371,7 @@ def _check_model_config(path, meta, model_state):
     if "model_config" not in meta:
         raise CheckpointError(f"checkpoint {path} has no model config: not a minigrad checkpoint")
     try:
-        config = model_config_from_dict(meta["model_config"])
+        config = _stored_model_config(meta["model_config"])
     except (ValueError, TypeError) as error:
         raise CheckpointError(f"checkpoint {path} has an invalid model config ({error})") from None
     stored = sum(int(v.size) for v in model_state.values())
@@ -378,6 +380,18 @@ def _check_model_config(path, meta, model_state):
         raise CheckpointError(f"checkpoint {path} does not fit the model it describes (its config "
                               f"means {expected:,} weights, the file holds {stored:,})")
     _check_language(path, config)
+
+
+def _stored_model_config(values):
+    """The stored config (``model_config_from_dict``), checked against the task it was trained on
+    (ValueError): the configs hold numbers only, the task knows its vocabulary and lengths."""
+    config = model_config_from_dict(values)
+    task = getattr(config, "task", "dates")
+    if task not in TASKS:
+        raise ValueError(f"task must be one of {', '.join(TASKS)}, got {task!r}")
+    if task == "dates":
+        check_model_config(config)
+    return config
 
 
 def _check_language(path, config):

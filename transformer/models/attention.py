@@ -47,14 +47,15 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask=None, dro
     scores = (q @ k.swapaxes(-1, -2)).named("scores")              # (..., Tq, Tk)
     scores = (scores / math.sqrt(d_k)).named("scaled scores")
     if mask is not None:
-        mask = _check_mask(mask, scores.shape)
+        mask = check_mask(mask, scores.shape)
         scores = scores.masked_fill(~mask, -np.inf).named("masked scores")
     weights = scores.softmax(axis=-1).named("weights")
     dropped = F.dropout(weights, dropout_p, training)
     return (dropped @ v).named("attention output"), weights
 
 
-def _check_mask(mask, scores_shape):
+def check_mask(mask, scores_shape):
+    """``mask`` as a boolean array that broadcasts to ``scores_shape``, or a one-line error."""
     mask = np.asarray(mask.data if isinstance(mask, Tensor) else mask)
     if mask.dtype != np.bool_:
         raise TypeError(f"attention mask must be boolean (True = may attend), got dtype {mask.dtype}")
@@ -69,7 +70,7 @@ def _check_mask(mask, scores_shape):
 
 
 # The packed projections and the separate d_model x d_model matrices they hold, in order
-# (``Transformer._init_weights`` initialises each block as a matrix of its own).
+# (``xavier_init`` initialises each block as a matrix of its own).
 PACKED_PROJECTIONS = {"w_qkv": ("w_q", "w_k", "w_v"), "w_kv": ("w_k", "w_v")}
 
 
@@ -131,7 +132,7 @@ class MultiHeadAttention(nn.Module):
     def attend_to(self, q: Tensor, kv: Tensor, mask=None) -> Tensor:
         """Queries q (B, Tq, d_model) over kv (B, Tk, 2*d_model) = [K | V] -> (B, Tq, d_model)."""
         if mask is not None:
-            mask = _check_mask(mask, (q.shape[0], self.num_heads, q.shape[1], kv.shape[1]))
+            mask = check_mask(mask, (q.shape[0], self.num_heads, q.shape[1], kv.shape[1]))
         if not self.use_fused():
             k, v = self.split(kv, 2)                                     # (B, Tk, 2*d) -> 2 x (B, Tk, d)
             return self.attend(q, k, v, mask)
@@ -171,7 +172,7 @@ class SelfAttention(MultiHeadAttention):
             cache["kv"] = kv
             return self.w_o(self.attend_to(q, kv, mask))
         if mask is not None:
-            mask = _check_mask(mask, (x.shape[0], self.num_heads, x.shape[1], x.shape[1]))
+            mask = check_mask(mask, (x.shape[0], self.num_heads, x.shape[1], x.shape[1]))
         if self.use_fused():
             out, self.last_weights = F.self_attention(qkv, self.num_heads, mask)
             return self.w_o(out.named("attention output"))

@@ -68,7 +68,7 @@ __all__ = [
     "encode", "encode_batch", "decode", "decode_batch",
     "format_date", "parse_iso_date", "translate_reference",
     "held_out_ordinals", "encode_all_days", "DateDataset",
-    "PROMPT_LEN", "DECODER_ONLY_LEN", "join_for_decoder_only",
+    "PROMPT_LEN", "DECODER_ONLY_LEN", "join_for_decoder_only", "check_model_config",
 ]
 
 # --------------------------------------------------------------------------------------
@@ -232,6 +232,23 @@ def join_for_decoder_only(src, tgt) -> np.ndarray:
         raise ValueError(f"join_for_decoder_only needs sources (B, {SRC_LEN}) and targets (B, {TGT_LEN}), "
                          f"got {src.shape} and {tgt.shape}")
     return np.concatenate([src[:, 1:-1], tgt], axis=1)
+
+
+def check_model_config(config):
+    """ValueError in one line unless a model of ``config`` (either architecture's) can do the
+    date task: its vocabulary is the 68 characters and tokens, its positions hold a date's
+    answer (encoder-decoder) or a date and its answer (decoder-only), it pads with ``PAD``.
+    The model configs hold numbers only; this is where the date task's numbers are checked."""
+    if config.vocab_size != VOCAB_SIZE:
+        raise ValueError(f"vocab_size must be {VOCAB_SIZE} (the date vocabulary), got {config.vocab_size}")
+    if config.architecture == "decoder-only":
+        needed, why = DECODER_ONLY_LEN, f"a date and its answer take {DECODER_ONLY_LEN} positions"
+    else:
+        needed, why = max(SRC_LEN, TGT_LEN), f"the dates need {max(SRC_LEN, TGT_LEN)} positions"
+    if config.max_len < needed:
+        raise ValueError(f"max_len must be at least {needed} ({why}), got {config.max_len}")
+    if getattr(config, "pad_id", PAD) != PAD:
+        raise ValueError(f"pad_id must be {PAD} (the date vocabulary's <pad>), got {config.pad_id}")
 
 
 # --------------------------------------------------------------------------------------
