@@ -17,11 +17,6 @@ PACKAGES = ("minigrad", "transformer", "viz")
 CONFIG = ROOT / "setup.cfg"
 LINT_IMPORTS = "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
 
-# Private names still taken across modules, each by a rewrite that drops it.
-PRIVATE_IMPORTS_LEFT = {
-    # removed by the models/loop rewrite, merged next
-    ("transformer/models/decoder_only.py", "transformer.models.encoder_decoder", "_check_ids"),
-}
 
 
 def lint_imports(source_root: pathlib.Path) -> subprocess.CompletedProcess:
@@ -98,7 +93,7 @@ def private_imports(root: pathlib.Path) -> set:
 
 def test_no_private_name_is_imported_from_another_module():
     taken = private_imports(ROOT)
-    assert taken - PRIVATE_IMPORTS_LEFT == set(), "make these names public, or keep the code in one module"
+    assert taken == set(), "make these names public, or keep the code in one module"
 
 
 def test_the_private_name_check_finds_one(tmp_path):
