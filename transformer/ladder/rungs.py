@@ -16,6 +16,12 @@ vector changes (X holds the T word embeddings, one row per word):
     Heads         four SeparateMaps side by side on X + P, d/4 each   several pulls at once, each its own values
     FullBlock     two decoder-only blocks: feed-forward, residuals, layer norm, a second layer
 
+Rungs 4-7 start where the rung below stands (a new map as the identity, positions as zero);
+heads starts close to positions but not exactly (each head scores in its own d/4 dimensions).
+The full block is the whole decoder-only model: besides its idea it has its own classifier,
+W_o, Xavier initialisation, random positions, embeddings scaled by sqrt(d) and its own
+learning rate; docs/ladder.md lists every difference (tests/test_ladder_rung_differences.py).
+
 Why Values is a rung of its own: with the classifier tied to the embeddings, a word that is
 moved as itself votes for the words like it, and "like" is symmetric (x_a · x_b = x_b · x_a),
 so no embedding lets rock vote for paper, paper for scissors and scissors for rock at once.
