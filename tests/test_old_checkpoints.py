@@ -45,8 +45,11 @@ def test_an_old_checkpoint_loads_every_weight_under_its_old_name(architecture):
 
 
 @pytest.mark.parametrize("architecture", sorted(OLD))
-def test_an_old_checkpoint_computes_the_same_logits_bit_for_bit(architecture):
-    assert np.array_equal(held_out_logits(load_model(OLD[architecture])), old_logits(architecture))
+def test_an_old_checkpoint_computes_the_same_logits(architecture):
+    # Bit for bit on the machine and numpy that recorded them (a 2-vCPU Xeon with AVX-512, numpy 2.4);
+    # another BLAS or vector width rounds float32 sums in another order, so elsewhere: to its rounding.
+    np.testing.assert_allclose(held_out_logits(load_model(OLD[architecture])), old_logits(architecture),
+                               rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("architecture", sorted(OLD))
