@@ -428,7 +428,7 @@ def print_rows(rows, peaks, say=print):
     say(f"peak: {measured:.0f} GFLOP/s measured (2048^3 SGEMM, every core)"
         + (f", {clock:.0f} from the clock" if clock else ""))
     say(f"{'d_model':>7} {'minigrad':>11} {'PyTorch':>11} {'ratio':>6}  per round            "
-        f"{'mg cold':>8} {'pt cold':>8} {'mg GF/s':>8} {'pt GF/s':>8}")
+        f"{'mg cold':>8} {'pt cold':>8} {'mg GF/s':>8} {'pt GF/s':>8}  CPU mg / pt   load     other")
     for r in rows:
         if not r["rounds"]:
             say(f"{r['d_model']:>7} failed: {'; '.join(r['errors'])}")
@@ -436,7 +436,10 @@ def print_rows(rows, peaks, say=print):
         m, t = r["minigrad_median_step_ms"], r["torch_median_step_ms"]
         say(f"{r['d_model']:>7} {m:>8.1f} ms {t:>8.1f} ms {r['ratio']:>5.2f}x  "
             f"{' '.join(f'{x:.2f}' for x in r['ratios']):<20} {r['minigrad_first_step_ms']:>6.0f} ms "
-            f"{r['torch_first_step_ms']:>6.0f} ms {r['gflop'] / m * 1e3:>8.0f} {r['gflop'] / t * 1e3:>8.0f}")
+            f"{r['torch_first_step_ms']:>6.0f} ms {r['gflop'] / m * 1e3:>8.0f} {r['gflop'] / t * 1e3:>8.0f}  "
+            f"{r['minigrad_median_step_cpu_ms']:>5.0f} / {r['torch_median_step_cpu_ms']:<5.0f} "
+            f"{min(r['load_average']):.1f}-{max(r['load_average']):.1f}  "
+            f"{max(r['foreign'] + r.get('compiled_foreign', [])):.2f}")
     for r in rows:
         if "compiled_error" in r or "compiled_rounds" in r:
             say(f"{r['d_model']:>7} torch.compile: {compiled_text(r)}")
@@ -447,7 +450,8 @@ def compiled_text(r):
     if "compiled_error" in r:
         return f"failed: {r['compiled_error']}"
     cached = r["compile_cached_ms"]
-    return (f"{r['compiled_median_step_ms']:.1f} ms warm, minigrad / torch.compile {r['compiled_ratio']:.2f}x "
+    return (f"{r['compiled_median_step_ms']:.1f} ms warm (CPU {r['compiled_median_step_cpu_ms']:.0f} ms), "
+            f"minigrad / torch.compile {r['compiled_ratio']:.2f}x "
             f"(per round {' '.join(f'{x:.2f}' for x in r['compiled_ratios'])}); compile (first step) "
             + (f"{r['compile_empty_cache_ms'] / 1e3:.1f} s from scratch" if r["compile_empty_cache_ms"] else "")
             + (", " if r["compile_empty_cache_ms"] and cached else "")
