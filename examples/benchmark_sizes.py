@@ -476,7 +476,8 @@ def run_size_benchmark(torch_python, quick=False, write_docs=False, command="pyt
             compiled = False
     info = machine()
     peaks = peak_gflops(info)
-    say(f"\n== The step by model size, beside PyTorch eager {torch_version} ==")
+    say(f"\n== The step by model size, beside PyTorch eager {torch_version}"
+        + (" and torch.compile (inductor) ==" if compiled else " =="))
     say(f"machine: {info['cpu']}, {info['cores']} cores, {' '.join(info['flags'])}; numpy {info['numpy']} "
         f"({info['blas']}), numba {info['numba']}; load average {os.getloadavg()[0]:.2f}")
     when = datetime.datetime.now(datetime.timezone.utc)

@@ -44,7 +44,8 @@ def stand_in(tmp_path, compile_error=None, has_compile=True):
     probe = "exit 0" if has_compile else "echo 'AssertionError: torch 1.13.1 has no torch.compile' >&2; exit 1"
     script.write_text(f"""#!/bin/sh
 case "$*" in
-  -c*) {probe} ;;
+  -c*torch.compile*) {probe} ;;
+  -c*) echo 2.x ;;
   *--compile*) {compiled} ;;
   *) echo 'SUMMARY {{"first_step_ms": 300.0, "median_step_ms": 100.0, "p10_step_ms": 1.0, "p90_step_ms": 2.0, "median_step_cpu_ms": 190.0}}' ;;
 esac
@@ -161,3 +162,17 @@ def test_torch_step_says_in_one_line_why_it_could_not_compile(tmp_path):
     result, summary = torch_step(tmp_path, env={"CXX": str(tmp_path / "no-such-compiler")})
     assert result.returncode == 1 and list(summary) == ["error"]
     assert summary["error"].startswith("torch.compile failed: ") and "\n" not in summary["error"]
+
+
+@pytest.mark.parametrize("has_compile", [True, False])
+def test_the_sweep_asks_for_compile_only_where_torch_has_it(sizes, tmp_path, monkeypatch, has_compile):
+    asked, said = {}, []
+    monkeypatch.setattr(sizes, "peak_gflops", lambda info: (100.0, None))
+    monkeypatch.setattr(sizes, "run_sizes", lambda python, quick, sizes, say, compiled: asked.update(
+        sizes=sizes, compiled=compiled) or [])
+    sizes.run_size_benchmark(stand_in(tmp_path, has_compile=has_compile), say=said.append, d_models=[64],
+                             loaded=False)
+    assert asked == {"sizes": [(64, 4, 2, 256)], "compiled": has_compile}
+    left_out = "torch.compile column left out: AssertionError: torch 1.13.1 has no torch.compile"
+    assert (left_out in said) is not has_compile
+    assert any("and torch.compile (inductor) ==" in line for line in said) is has_compile
