@@ -28,9 +28,9 @@ cores, ``--quick`` about 3, without the torch.compile column).
 
 torch.compile, with ``--sizes`` when the side Python's torch has it (``--no-compile`` leaves it
 out): the same PyTorch step with its forward and loss compiled by inductor
-(``examples/torch_step.py --compile``) joins each round as a third process. Compiling takes over a
-minute on two cores from an empty cache at d_model 64 (more for the larger sizes), seconds once
-inductor's cache is filled; it is the process's first step, reported apart as its compile time,
+(``examples/torch_step.py --compile``) joins each round as a third process. Compiling takes about a
+minute on two cores from an empty cache (46-75 s measured at d_model 64, a little more for the larger
+sizes), 4-6 s once inductor's cache is filled; it is the process's first step, reported apart as its compile time,
 never in the steady median. If compiling fails, the column says why in one line.
 
 Figures are medians over many repetitions; the first steps (compilation,
@@ -147,7 +147,7 @@ def main(argv=None):
                         help="with --sizes: only these sizes (of 64,128,256,512), and not the quiet/loaded part")
     parser.add_argument("--no-compile", action="store_true",
                         help="with --sizes: leave out the torch.compile column (otherwise there whenever the side "
-                             "Python's torch has torch.compile: its first step compiles, over a minute on two cores "
+                             "Python's torch has torch.compile: its first step compiles, about a minute on two cores "
                              "from an empty cache, seconds from a filled one, reported apart from the steady step)")
     args = parser.parse_args(argv)
     if args.write_docs and not args.sizes:

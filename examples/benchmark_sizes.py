@@ -23,8 +23,8 @@ named) and the ratio by size to ``docs/images/speed_by_size.png``.
 When the side Python's torch has ``torch.compile``, a third process joins each round: the same
 PyTorch step with its forward and loss compiled by inductor (``torch_step.py --compile``). Its
 first step holds the compilation and is reported apart (``compile``): the sweep gives inductor a
-cache folder of its own, empty at the start, so each size's first compile is from scratch (over
-a minute on two cores at d_model 64) and the later rounds' load the cached kernels (seconds).
+cache folder of its own, empty at the start, so each size's first compile is from scratch (about
+a minute on two cores at d_model 64) and the later rounds load the cached kernels (seconds).
 If compiling fails, its column says why in one line and the other columns are measured as usual.
 """
 import datetime

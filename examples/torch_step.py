@@ -19,7 +19,7 @@ inductor backend; AOTAutograd compiles their backward as one joint graph), as a 
 compiles a model; clipping and Adam stay eager. The first step then holds the compilation
 (tens of seconds on two cores with an empty inductor cache, a few with a warm one), so it is
 reported apart as ``first_step_ms`` and never enters the steady median. If compiling fails
-(no C compiler, an unsupported platform), the SUMMARY line is ``{"error": "<why, one line>"}``.
+(no C++ compiler, an unsupported platform), the SUMMARY line is ``{"error": "<why, one line>"}``.
 """
 import argparse
 import datetime
