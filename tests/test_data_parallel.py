@@ -83,14 +83,17 @@ def test_the_halves_give_the_one_piece_gradient_and_loss():
 
 def test_piece_backward_is_one_process_loss_backward():
     """The step's micro-step, run outside the seam on a whole batch, is a single process's
-    ``loss.backward()``: it sets every ``.grad`` to what the one-piece seam gives."""
+    ``loss.backward()``: it sets every ``.grad`` to what the one-piece seam gives, at the seam's
+    BLAS thread count (OpenBLAS's products on AVX2 round differently on one thread and on two)."""
     trainer = DateTrainer(SMALL, TrainConfig(steps=10, batch_size=16, eval_every=0, checkpoint_every=0, pieces=1))
     batch = trainer.sample_batch()
-    loss, tokens, rows = trainer.piece_backward(batch)
+    with blas_threads(1):
+        loss, tokens, rows = trainer.piece_backward(batch)
     plain = {name: p.grad.copy() for name, p in trainer.model.named_parameters()}
     for p in trainer.model.parameters():
         p.grad = None
     computed = trainer.gradients(batch)
+    assert computed.blas_threads == 1
     assert computed.loss == loss.item() and computed.tokens == tokens
     for name, p in trainer.model.named_parameters():
         np.testing.assert_array_equal(p.grad, plain[name], err_msg=name)
