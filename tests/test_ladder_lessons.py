@@ -1,7 +1,7 @@
 """The ladder's lessons, as docs/ladder.md states them, on every seed of the default run.
 
-The run is committed: ``docs/ladder-run.json`` is what ``attention-ladder --seeds 0-4 --json
-docs/ladder-run.json`` writes (nine rungs on seeds 0-4, about 4.5 min on two quiet cores), and
+The run is committed: ``docs/ladder-run.json`` is what ``attention-ladder --seeds 0-9 --json
+docs/ladder-run.json`` writes (nine rungs on seeds 0-9, about 9 min on two quiet cores), and
 ``docs/ladder-positions-without-blend.json`` the ablation (``--rungs positions --without blend``).
 The lessons are checked on those numbers; the slow test re-trains one cell of every rung, each
 on a seed of 1-4, plus one cell of the ablation, and they must come out the same to the last
@@ -44,8 +44,9 @@ def remake_command(record) -> str:
 
 # (rung, kind) where the rung falls more than 10 points below the one before on some seed, and
 # what docs/ladder.md says costs it (measured below)
-FALLS = {("shared map", "colour"): "self-pull", ("positions", "colour"): "blend",
-         ("values", "order"): "answers", ("dot product", "recall"): "answers"}
+# ("unmeasured": listed in the docs as a fall whose cause is not measured yet)
+FALLS = {("shared map", "colour"): "self-pull", ("positions", "colour"): "blend", ("positions", "game"): "blend",
+         ("positions", "blend"): "unmeasured", ("values", "order"): "answers", ("dot product", "recall"): "answers"}
 
 
 def ablation_path(name, kind) -> str:
@@ -53,8 +54,9 @@ def ablation_path(name, kind) -> str:
     return os.path.join(DOCS, f"ladder-{name.replace(' ', '-')}-without-{kind}.json")
 
 
-def ablation_command(name, kind) -> str:
-    return (f"attention-ladder --seeds 0-4 --rungs {name.replace(' ', '-')} --without {kind} "
+def ablation_command(name, kind, seeds) -> str:
+    named = f"{seeds[0]}-{seeds[-1]}" if list(seeds) == list(range(seeds[0], seeds[-1] + 1)) else ",".join(map(str, seeds))
+    return (f"{AVX2} attention-ladder --seeds {named} --rungs {name.replace(' ', '-')} --without {kind} "
             f"--json docs/{os.path.basename(ablation_path(name, kind))} --force")
 
 
@@ -90,14 +92,18 @@ def test_every_fall_of_more_than_10_points_is_one_the_docs_explain(ladder):
 
 @pytest.mark.parametrize("name, kind", [fall for fall, cause in FALLS.items() if cause in KINDS])
 def test_a_fall_goes_away_without_the_kind_that_causes_it(ladder, name, kind):
-    """Trained without the kind the docs name, the rung gets back most of what it lost: at least
-    30 points on every seed."""
+    """Trained without the kind the docs name, the rung gets back at least half of what it lost on
+    every seed where it falls more than 10 points."""
     rungs, result = ladder
     alone = LadderResult.load(ablation_path(name, FALLS[name, kind]))
     assert [r.name for r in alone.rungs] == [name] and FALLS[name, kind] not in alone.kinds
     assert alone.seeds == result.seeds
+    names = [r.name for r in RUNGS]
+    below = rungs[names[names.index(name) - 1]].accuracy[kind]
+    fall = np.subtract(below, rungs[name].accuracy[kind])
     regained = np.subtract(alone.rungs[0].accuracy[kind], rungs[name].accuracy[kind])
-    assert regained.min() >= 0.30, np.round(100 * regained)
+    falls = fall > 0.10
+    assert falls.any() and (regained[falls] >= fall[falls] / 2).all(), (np.round(100 * fall), np.round(100 * regained))
 
 
 def differences(run, rung, seeds) -> list:
@@ -144,22 +150,23 @@ def test_the_committed_runs_are_what_the_ladder_trains(ladder):
     for (name, kind), cause in FALLS.items():
         if cause in KINDS:
             alone = LadderResult.load(ablation_path(name, cause))
-            skip_where_floats_round_otherwise(alone, ablation_command(name, cause))
+            command = ablation_command(name, cause, alone.seeds)
+            skip_where_floats_round_otherwise(alone, command)
             index = [r.name for r in RUNGS].index(name)
-            assert alone.config == LadderConfig(kinds=alone.kinds), ablation_command(name, cause)
+            assert alone.config == LadderConfig(seeds=alone.seeds, kinds=alone.kinds), command
             cell = (index, 2, alone.config, False)
             (run,) = run_cells([cell], 1).values()
             found = differences(run, alone.rungs[0], alone.seeds)
-            assert not found, f"re-make the record ({ablation_command(name, cause)}):\n" + "\n".join(found)
+            assert not found, f"re-make the record ({command}):\n" + "\n".join(found)
 
 
-def test_the_shared_map_loses_colour_where_the_colour_word_pulls_itself(ladder):
-    """A symmetric space makes a word pull itself: the shared map's colour word weighs itself more
-    than values' does; where the thing of the asked colour still out-pulls it, the shared map is
-    right on every seed, and on the seeds where it falls it is wrong mostly where it does not."""
+def test_the_shared_map_loses_colour_where_the_colour_word_is_not_out_pulled(ladder):
+    """Where the thing of the asked colour out-pulls the colour word, the shared map is right on
+    every seed; on every seed where its colour falls below 90%, it is wrong in more than a fifth of
+    the sentences where the thing does not out-pull it. (The colour word's weight on itself is no
+    measure: on some falling seeds it is lower than at values.)"""
     rungs, _ = ladder
-    shared, values = rungs["shared map"], rungs["values"]
-    assert np.mean(shared.self_pull["own_weight"]) > np.mean(values.self_pull["own_weight"]) + 0.05
+    shared = rungs["shared map"]
     assert min(v for v in shared.self_pull["right_when_out_pulls"] if v is not None) >= 0.95
     for accuracy, when_not in zip(shared.accuracy["colour"], shared.self_pull["right_when_not"]):
         if accuracy < 0.9:
@@ -177,7 +184,7 @@ def test_the_order_blind_falls_are_answers_that_leave_the_two_candidates(ladder)
     assert np.mean(rungs["dot product"].candidates["recall"]) < np.mean(rungs["average"].candidates["recall"]) - 0.05
     for name in ("average", "dot product"):
         assert min(rungs[name].candidates["recall_seen"]) >= 0.8
-    for seed in range(5):
+    for seed in ladder[1].seeds:
         assert other_place_seen_share(Language(seed)) >= 0.7
 
 

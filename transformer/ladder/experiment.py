@@ -26,7 +26,7 @@ from minigrad import optim
 from transformer.parallel.children import die_with_parent
 from transformer.parallel.threads import arithmetic
 from transformer.tasks.language import KINDS, VOCAB, Language, encode_batch, make_example
-from transformer.ladder.rungs import RUNGS, FullBlock
+from transformer.ladder.rungs import RUNGS
 
 MAX_LEN = 20        # the longest sentence (19 words, blend) + <bos>
 # Each batch takes the kinds in this order, again and again: every kind once, swap and blend
@@ -184,7 +184,7 @@ def train_rung(rung_class, config: LadderConfig, language: Language, seed: int):
     """A fresh rung trained on ``config.steps`` batches: the same batches for every rung."""
     minigrad.manual_seed(seed)
     model = rung_class(len(VOCAB), config.d_model, MAX_LEN)
-    lr = config.full_block_lr if rung_class is FullBlock else config.lr
+    lr = rung_class.learning_rate(config)
     optimizer = optim.Adam(model.parameters(), lr=lr)
     batches = np.random.default_rng([seed, 2])
     rows = np.arange(config.batch_size)

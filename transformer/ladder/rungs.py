@@ -73,6 +73,11 @@ class Rung(nn.Module):
         self.embedding.weight.data *= 1 / math.sqrt(d_model)      # vectors of length about 1
         self.bias = nn.Parameter(np.zeros(vocab_size))            # the classifier's own: how common a word is
 
+    @classmethod
+    def learning_rate(cls, config) -> float:
+        """Adam's rate for this rung under ``config`` (an ``experiment.LadderConfig``)."""
+        return config.lr
+
     def embed(self, ids) -> Tensor:
         return self.embedding(ids)                                 # (B, T, d)
 
@@ -201,6 +206,10 @@ class FullBlock(nn.Module):
         self.model = DecoderOnlyTransformer(DecoderOnlyConfig(
             d_model=d_model, num_heads=num_heads, num_layers=num_layers, d_ff=4 * d_model,
             vocab_size=vocab_size, max_len=max_len, task="next-word", positional="learned"))
+
+    @classmethod
+    def learning_rate(cls, config) -> float:
+        return config.full_block_lr          # its post-norm blocks do not learn recall at the rungs' 1e-2
 
     def forward(self, ids, at=None):
         model = self.model

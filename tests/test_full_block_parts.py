@@ -1,0 +1,103 @@
+"""The full block with one part taken away (transformer/ladder/full_block_parts.py) is the full
+block less exactly that part, and docs/ladder.md's table of what each part buys is the record's
+(docs/full-block-parts.json, made by examples/full_block_parts.py)."""
+import json
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import minigrad
+from transformer.ladder import LadderConfig, LadderResult
+from transformer.ladder.experiment import MAX_LEN
+from transformer.ladder.full_block_parts import PARTS, full_block_without
+from transformer.ladder.rungs import FullBlock
+from transformer.tasks.language import VOCAB, Language, encode_batch
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RECORD = os.path.join(REPO, "docs", "full-block-parts.json")
+LADDER = os.path.join(REPO, "docs", "ladder-run.json")
+
+
+def build(rung_class, seed=0):
+    minigrad.manual_seed(seed)
+    return rung_class(len(VOCAB), LadderConfig().d_model, MAX_LEN)
+
+
+def logits(model) -> np.ndarray:
+    batch = encode_batch(Language(seed=0).evaluation_set(per_kind=5), "answer", MAX_LEN)
+    with minigrad.no_grad():
+        return model(batch.inputs, batch.answer_position).data
+
+
+def shapes(model) -> dict:
+    return {name: p.shape for name, p in model.named_parameters()}
+
+
+def test_with_nothing_removed_it_is_the_full_block():
+    for seed in (0, 1):
+        assert np.array_equal(logits(build(full_block_without(), seed)), logits(build(FullBlock, seed)))
+        assert shapes(build(full_block_without(), seed)) == shapes(build(FullBlock, seed))
+
+
+# the parameters each removal takes away (or adds): name patterns of the full block's parameters
+REMOVED = {"feed-forward": r"feed_forward\.|norm2\.", "layer norm": r"norm[12]\.", "second layer": r"layers\.1\.",
+           "W_o and biases": r"w_o\.|w_qkv\.bias", "own classifier": r"^model\.output\."}
+
+
+@pytest.mark.parametrize("part", PARTS)
+def test_each_removal_takes_away_its_part_and_nothing_else(part):
+    full, less = build(FullBlock), build(full_block_without(part))
+    gone = {name for name in shapes(full) if name not in shapes(less)}
+    pattern = REMOVED.get(part)
+    assert gone == {name for name in shapes(full) if pattern and re.search(pattern, name)}, part
+    added = set(shapes(less)) - set(shapes(full))
+    assert added == ({"bias"} if part == "own classifier" else set()), part
+    config = LadderConfig()
+    assert full_block_without(part).learning_rate(config) == (config.lr if part == "lr 3e-3" else config.full_block_lr)
+    same_weights = all(np.array_equal(p.data, dict(less.named_parameters())[name].data)
+                       for name, p in full.named_parameters() if name in shapes(less))
+    # only these two change weights that both models have
+    assert same_weights == (part not in ("Xavier init", "random positions")), part
+    if part == "random positions":
+        assert not less.model.positions.embedding.weight.data.any()
+    if part in ("residuals", "embedding scale", "lr 3e-3"):           # the same weights, another computation
+        assert shapes(less) == shapes(full)
+    if part != "lr 3e-3":
+        assert not np.array_equal(logits(less), logits(full)), part
+
+
+def test_an_unknown_part_is_one_clear_line():
+    result = subprocess.run([sys.executable, os.path.join(REPO, "examples", "full_block_parts.py"), "--parts", "wings",
+                             "--json", os.devnull], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert "unknown part 'wings'" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.fixture(scope="module")
+def record():
+    with open(RECORD) as file:
+        return json.load(file)
+
+
+def test_the_record_holds_every_part_on_the_ladders_seeds(record):
+    ladder = LadderResult.load(LADDER)
+    assert list(record["parts"]) == list(PARTS)
+    assert record["steps"] == ladder.config.steps and record["kinds"] == list(ladder.kinds)
+    assert set(record["seeds"]) <= set(ladder.seeds)
+
+
+def test_the_docs_table_of_the_parts_is_the_records(record):
+    with open(os.path.join(REPO, "docs", "ladder.md")) as file:
+        page = file.read()
+    table = page[page.index("| the full block without | topic |"):]
+    for part, numbers in record["parts"].items():
+        row = re.search(rf"^\| {re.escape(part)} \|(.*)\|$", table, re.M).group(1)
+        cells = [cell.strip() for cell in row.split("|")]
+        accuracy = numbers["accuracy"]
+        expected = [f"{100 * np.mean(accuracy[k]):.1f} ({100 * min(accuracy[k]):.0f}-{100 * max(accuracy[k]):.0f})"
+                    for k in record["kinds"]]
+        assert cells == expected, part
