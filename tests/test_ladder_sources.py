@@ -244,11 +244,11 @@ def prose(section):
 def test_a_value_space_of_its_own_buys_little_and_not_reliably_time(record, records, prose):
     keys, words = "heads, values = keys", "heads, values = words"
     for made in records:                                        # the bounds, on every arithmetic's ten seeds
-        assert min(accuracy(made, keys, kind).min() for kind in ("topic", "game", "order")) == 1.0
+        assert min(accuracy(made, keys, kind).min() for kind in ("topic", "game", "order")) >= 0.95
         assert max(np.abs(points(made, keys, kind)).max() for kind in ("swap", "recall")) <= 10
         assert all(step is None for step in steps_to_learn(made, words, "colour"))
         assert accuracy(made, words, "colour").max() < 0.9
-    assert "ends at 100% of topic, game and order on every seed, and swap and recall within 10 points" in prose
+    assert "ends at 95% or more of topic, game and order on every seed, and swap and recall within 10 points" in prose
     lowest = {name: [f"{100 * accuracy(record, name, kind).min():.0f}%" for kind in ("colour", "blend")]
               for name in ("heads", keys)}
     assert (f"at the lowest colour {lowest[keys][0]} and blend {lowest[keys][1]}; with W_v {lowest['heads'][0]} and "
@@ -269,10 +269,11 @@ def test_predicting_at_every_position_costs_one_layer_the_answer(record, records
     every = "heads, every position"
     for made in records:
         assert all(step is None for step in steps_to_learn(made, every, "blend"))
-        assert accuracy(made, every, "blend").max() < 0.8 and accuracy(made, "heads", "blend").min() == 1.0
+        assert accuracy(made, every, "blend").max() < 0.8
         assert all(step is not None and step > 0 for step in steps_later(made, every, "heads", "order"))
-    assert "blend ends below 80% on every seed and reaches 90% on none (the answer-only loss: 100% on every seed)" \
-        in prose
+    assert accuracy(record, "heads", "blend").min() == 1.0
+    assert ("blend ends below 80% on every seed and reaches 90% on none (the answer-only loss: 100% on every seed of "
+            "this record)") in prose
     colour = reached(steps_to_learn(record, every, "colour"))
     order, swap, game = (steps_later(record, every, "heads", kind) for kind in ("order", "swap", "game"))
     assert (f"colour reaches 90% on {COUNTS[len(colour)]} seeds of ten, and the kinds it learns come later: order on "
@@ -310,8 +311,20 @@ def test_predicting_at_every_position_slows_the_full_block_and_its_recall(record
 
 
 def test_each_blend_role_is_read_by_a_head_of_its_own_as_a_rule(record, records, prose):
-    assert all(accuracy(made, "heads", "blend").min() == 1.0 for made in records)
-    assert "On every seed blend ends at 100%" in prose
+    assert accuracy(record, "heads", "blend").min() == 1.0 and "On every seed of this record blend ends at 100%" in prose
+    for made in records:         # where blend is not learned, a role has no head: on every seed of every record
+        roles = variant(made, "heads")["head_roles"]
+        for s, blend in enumerate(accuracy(made, "heads", "blend")):
+            assert (blend < 0.9) == (min(max(roles[role][s]) for role in BLEND_ROLES) < 0.4), (made["arithmetic"], s)
+    avx512 = [made for made in records if made["arithmetic"].endswith("64-byte vectors")]
+    assert avx512, "the AVX-512 record is kept beside the AVX2 one"
+    blend = accuracy(avx512[0], "heads", "blend")
+    low = int(blend.argmin())
+    colour = max(variant(avx512[0], "heads")["head_roles"]["colour"][low])
+    below = sum(int((accuracy(made, "heads", "blend") < 0.98).sum()) for made in records)
+    assert (f"on its seed {avx512[0]['config']['seeds'][low]} no head puts more than {colour:.2f} of its weight on the "
+            f"colour's thing, and the heads rung ends blend at {percent(blend[low])}, the {COUNTS[below]} seed of "
+            f"twenty below 98%") in prose
     roles = variant(record, "heads")["head_roles"]
     seeds = range(len(record["config"]["seeds"]))
     own = [s for s in seeds if all(max(roles[role][s]) > 0.5 for role in BLEND_ROLES)]
