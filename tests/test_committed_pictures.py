@@ -11,7 +11,6 @@ The date and next-word runs behind some pictures stop at another step with anoth
 (docs/dates.md): those are compared only where the floats are rounded as on the machine that drew
 them (``facts.json``'s ``arithmetic``), and skipped with the reason elsewhere.
 """
-import importlib.util
 import json
 import os
 import re
@@ -22,6 +21,8 @@ import pytest
 from transformer.parallel.threads import arithmetic
 from viz.picture_facts import file_sha256, read_facts
 
+from examples_loader import load_example
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 IMAGES = os.path.join(REPO, "docs", "images")
 PAGES = ["README.md"] + sorted(os.path.join("docs", name) for name in os.listdir(os.path.join(REPO, "docs"))
@@ -31,11 +32,7 @@ REFRESH = ("draw it again (python examples/make_readme_images.py --seed 0) "
 
 
 def load_script():
-    spec = importlib.util.spec_from_file_location("readme_picture_facts",
-                                                  os.path.join(REPO, "examples", "readme_picture_facts.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_example("readme_picture_facts")
 
 
 def committed() -> dict:
