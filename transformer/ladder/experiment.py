@@ -25,7 +25,8 @@ from minigrad import optim
 
 from transformer.parallel.children import die_with_parent
 from transformer.parallel.threads import arithmetic
-from transformer.tasks.language import KINDS, VOCAB, Language, encode_batch, make_example
+from transformer.tasks.language import (BLEND_ROLES, KINDS, VOCAB, Language, blend_roles_kept, encode_batch,
+                                       make_example)
 from transformer.ladder.rungs import RUNGS
 
 MAX_LEN = 20        # the longest sentence (19 words, blend) + <bos>
@@ -235,7 +236,9 @@ def candidate_shares(model, examples, language) -> dict:
     """For each kind of CANDIDATES: the share of ``examples`` of it where the rung's answer is one
     of the two words the answer is chosen from (right or not). For recall also ``recall_seen``:
     the share where it names a place the asked name is stated at in some training sentence (a
-    memorised fact; in most held-out sentences that is the other name's place)."""
+    memorised fact; in most held-out sentences that is the other name's place). For blend, per
+    role (``blend_colour``, ``blend_kind``, ``blend_rank``): the share of answers that have the
+    role right, right answer or not (a one-head rung can settle some roles and guess the rest)."""
     predicted = predict(model, examples)
     shares = {}
     for kind, candidates in CANDIDATES.items():
@@ -247,6 +250,10 @@ def candidate_shares(model, examples, language) -> dict:
         rows = [i for i, e in enumerate(examples) if e.kind == "recall"]
         asked = [examples[i].combination[2 * examples[i].combination[4]] for i in rows]
         shares["recall_seen"] = float(np.mean([(name, VOCAB[predicted[i]]) in seen for name, i in zip(asked, rows)]))
+    blends = [i for i, e in enumerate(examples) if e.kind == "blend"]
+    if blends:
+        kept = np.array([blend_roles_kept(examples[i].combination, VOCAB[predicted[i]]) for i in blends])
+        shares.update({f"blend_{role}": float(share) for role, share in zip(BLEND_ROLES, kept.mean(axis=0))})
     return shares
 
 
