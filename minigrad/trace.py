@@ -165,6 +165,7 @@ class Traced:
             del self.tapes[next(iter(self.tapes))]
         self.tapes[key] = self.last_tape = recording.tape
         self.last, self.recordings = "recorded", self.recordings + 1
+        self.why_checked = f"recorded afresh ({broken})" if broken else "the first call of a shape records"
         return result
 
     @property
