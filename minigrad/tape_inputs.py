@@ -126,7 +126,7 @@ def same_feed(recorded, today):
         return isinstance(old, np.ndarray) and isinstance(new, np.ndarray) and _same_memory(old, new)
     if type(old) is not type(new):
         return False
-    if isinstance(old, (int, float, complex, str, bytes, bool, type(None), np.generic)):
+    if isinstance(old, (int, float, complex, str, bytes, bool, type(None), np.generic, slice)):
         return old == new or (old != old and new != new)      # NaN equals NaN here: the same constant
     return old is new
 

@@ -591,9 +591,9 @@ def _note_fed(value, fed):
 
 
 def _refusal(line, what, recorded):
-    number = not isinstance(recorded[1], np.ndarray) if recorded[0] == "const" else (
+    number = not isinstance(recorded[1], (np.ndarray, tuple)) if recorded[0] == "const" else (
         recorded[0] == "tensor" and recorded[1].ndim == 0)
-    why = ("a number that changed between calls (read from the data?)" if number
+    why = ("a value that changed between calls (read from the data?)" if number
            else "an array built anew on each call outside any op (computed from the data?)")
     return (f"line {line.index} ({line.op.__name__}) {what}: {why}; compute it with an op "
             "(minigrad.functional.array_function) or keep it made once")
