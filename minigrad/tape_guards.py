@@ -1,5 +1,6 @@
 """What a pure replay assumes besides its arguments, written down while a call is verified, and
 checked (``Guards.broken``) before every pure run: the cheap half of ``torch.compile``'s guards.
+A broken guard makes ``trace.py`` record the call afresh.
 
 A pure replay skips the piece's Python, so whatever that Python read is frozen unless guarded:
 
@@ -8,9 +9,10 @@ A pure replay skips the piece's Python, so whatever that Python read is frozen u
   (``p.data = ...``, ``model.to(np.float64)``, ``load_state_dict``), still requiring grad,
   with no hook. Their values are read live: an in-place update (an optimizer step) is seen
   as eagerly, so the in-place version, which every step bumps, is not a guard;
-- every attribute of every module whose method ran: ``training`` (``model.eval()``), a
-  dropout's ``p``, a stored buffer, a submodule swapped. Attributes the call itself set
-  (``last_weights`` kept for heatmaps) are its side effects: they are not redone;
+- every attribute of every module (or other object of the piece's code) whose method ran:
+  ``training`` (``model.eval()``), a dropout's ``p``, a stored buffer, a submodule swapped, a
+  trainer's label smoothing. Attributes the call itself sets on a module (``last_weights`` kept
+  for heatmaps) are its side effects: not redone. Set on another object (a counter), they refuse;
 - the module globals the Python read (a ``SCALE`` read at trace time, as JAX bakes globals in)
   and the values the piece closes over;
 - grad mode and the kernel backend are part of the tape's key (``trace.py``); the random
@@ -51,7 +53,7 @@ class GuardWatch:
                     codes[code] = frame.f_globals
                 if code.co_argcount and code.co_varnames[0] == "self":
                     obj = frame.f_locals.get("self")
-                    if _is_module(obj) and id(obj) not in modules:
+                    if id(obj) not in modules and _is_watched(obj):
                         modules[id(obj)] = (obj, dict(vars(obj)))
             if previous is not None:
                 previous(frame, event, arg)
@@ -62,15 +64,22 @@ class GuardWatch:
         sys.setprofile(self.previous)
 
     def guards(self, leaves, piece):
-        """The checks of everything this call read (see the module doc), as ``Guards``."""
-        attributes, side_effects = [], []
+        """The checks of everything this call read (see the module doc), as ``Guards``, and the
+        attributes the call set: of modules (``last_weights``: not redone by a pure replay), and
+        of other objects (a counter, a log: a pure replay would lose them, so it is refused)."""
+        attributes, side_effects, refused = [], [], None
         for module, before in self.modules.values():
             now = vars(module)
             for name, value in now.items():
                 if before.get(name, MISSING) is value:
                     attributes.append((now, name, value, f"{type(module).__name__}.{name}"))
-                else:
+                elif _is_module(module):
                     side_effects.append(f"{type(module).__name__}.{name}")
+                elif refused is None:
+                    refused = (f"the piece sets {type(module).__name__}.{name} on every call: a pure replay "
+                               "would not; keep it outside the traced piece")
+            if not _is_module(module):
+                continue
             if "training" not in now:
                 attributes.append((now, "training", MISSING, f"{type(module).__name__}.training"))
         seen = set()
@@ -85,7 +94,14 @@ class GuardWatch:
                 attributes.append((names, name, value, f"the global {names.get('__name__', '?')}.{name}"))
         cells = [(cell, cell.cell_contents) for cell in (getattr(piece, "__closure__", None) or ())
                  if _filled(cell)]
-        return Guards([(leaf, leaf.data) for leaf in leaves], attributes, cells), side_effects
+        return Guards([(leaf, leaf.data) for leaf in leaves], attributes, cells), side_effects, refused
+
+
+def _is_watched(obj):
+    """A module, or any object of the piece's own code whose method ran (a trainer holding the
+    label smoothing, say); not the engine's own objects (ops, kernels), made anew or never changed."""
+    return hasattr(obj, "__dict__") and not isinstance(obj, type) and (
+        _is_module(obj) or not type(obj).__module__.startswith("minigrad."))
 
 
 def _is_module(obj):

@@ -1,34 +1,39 @@
 """``minigrad.trace``: record a training piece once, print it as straight-line code, replay it.
 
     traced = minigrad.trace(piece, names=model.named_parameters())
-    loss = traced(src, tgt_in, tgt_out)   # first call: an ordinary eager run that records the tape
-    loss = traced(src2, tgt_in2, tgt_out2)  # next calls: the tape runs the ops; .grad set as eagerly
-    print(traced.code)                    # the step as code: forward, backward, gradient sums
+    loss = traced(src, tgt)      # first call: an ordinary eager run that records the tape
+    loss = traced(src2, tgt2)    # second: a checked replay, which also verifies the tape
+    loss = traced(src3, tgt3)    # then: a pure replay, the tape alone; .grad set as eagerly
+    print(traced.code)           # the step as code: forward, backward, gradient sums
 
-``piece(*args)`` computes a loss and calls ``loss.backward()`` once (it may return anything).
+``piece(*args)`` computes a loss and calls ``loss.backward()`` once; it returns the tensors it
+computed (the loss) or None.
 
 What the tape is. Recording runs ``piece`` eagerly while ``Function.apply`` and the backward
 pass tell the tape each op call: which op, which earlier output, parameter or constant each
-input is, and (watched like the profiler watches) which kernel or numpy function ran. Before
-the eager backward runs, the tape also writes down its plan: the order of the backward rules,
-where each gradient goes and in which order the sums are made. That plan is what a replay
-saves: no graph is built (op outputs carry no ``grad_fn``, no saved-array dicts on tensors,
-no version clocks), and backward does not sort the graph or look anything up, it runs the
-written rules one after the other.
+input is, where each constant and option came from (``tape_inputs.py``: a view of an argument,
+an earlier output, a stored object) and (watched like the profiler watches) which kernel or
+numpy function ran. Before the eager backward runs, the tape also writes down its plan: the
+order of the backward rules, where each gradient goes and in which order the sums are made.
 
-Why the Python still runs. The model's own Python computes values from the data that no op
-sees as an input: the padding masks (``ids != PAD`` in numpy), the ids an Embedding picks,
-CrossEntropy's count of non-pad targets (inside its forward). A tape that froze them would
-silently train on the first batch's masks. So a replay calls ``piece`` again and each op call
-is handed to the tape, which *checks* it against its line (same op, inputs wired to the same
-earlier outputs or the same parameter objects, no new tensor that requires grad, same grad
-mode) and runs the op's forward on today's arrays and options. Every value derived from the
-data is therefore an input of the tape, never a constant; a Python branch, a global, an int
-argument or ``.item()`` take today's value; and anything that changes the program (another
-branch's ops, a replaced parameter, dropout switched off, a frozen parameter, a hook) shows
-up as a line that does not match: the call is run again from its start as a fresh recording
-(the random generator rewound first, so dropout draws what eager draws). Guards, never
-staleness.
+The checked replay calls ``piece`` again and each op call is handed to the tape, which
+*checks* it against its line (same op, inputs wired to the same earlier outputs or the same
+parameter objects, no new tensor that requires grad, same grad mode) and runs the op's forward
+on today's arrays and options; backward runs the written plan. Anything that changes the
+program (another branch's ops, a replaced parameter, dropout switched off, a frozen parameter,
+a hook) shows up as a line that does not match: the call is run again from its start as a
+fresh recording (the random generator rewound first, so dropout draws what eager draws).
+
+The pure replay (``pure_replay.py``) skips the piece's Python: it runs the recorded forwards
+and backward rules as a flat list. It is allowed only after a checked call *verified* that
+every constant was fed as at the recording (so masks, ids and targets are ops' outputs or
+arguments, never arrays the Python built from the data), that the Python read no value of the
+data (``tape_reads.py``: ``.item()``, ``int()``, a ``.data`` not handed on to an op), and that it
+drew no random number outside an op; otherwise ``why_checked`` says why, in one line, and the
+checked replay goes on. Before each pure call, ``Guards`` (``tape_guards.py``) check what the
+skipped Python read: the parameters' arrays, every attribute of the modules that ran
+(``training``, dropout's ``p``, a reassigned parameter), the globals it read, the piece's
+closure. A broken guard records the call afresh (the next call verifies the new tape).
 
 What runs eagerly instead: calls under the profiler, ``detect_anomaly`` or ``record_scopes``
 (they watch the eager engine) and inside forward-mode AD. What is refused, with one line
@@ -37,9 +42,10 @@ What runs eagerly instead: calls under the profiler, ``detect_anomaly`` or ``rec
 ``retain_grad`` on the step's tensors.
 
 Bit for bit: the forward of each op is the same call with the same arrays, the backward
-rules run in the eager order and each gradient sum adds in the eager order, so losses and
-gradients equal the eager run's exactly (``tests/test_trace.py``). The lesson, beside
-``torch.compile``, ``jax.jit`` and tinygrad's ``TinyJit``: docs/tracing.md.
+rules run in the eager order, each gradient sum adds in the eager order and the parameters'
+``.grad`` are accumulated by eager's own function, so losses and gradients equal the eager
+run's exactly (``tests/test_trace.py``). The lesson, beside ``torch.compile``, ``jax.jit`` and
+tinygrad's ``TinyJit``: docs/tracing.md.
 """
 import contextlib
 import os
@@ -142,9 +148,7 @@ class Traced:
                 self.last, self.last_tape, self.why_checked = "replayed purely", tape, None
                 self.replays, self.pure_replays = self.replays + 1, self.pure_replays + 1
                 return tape.pure(arguments)
-            tape.pure, tape.stale = None, tape.stale + 1       # stale: a checked call verifies it again
-            if tape.stale >= MAX_STALE:
-                tape.refused = f"its guards broke {tape.stale} times (last: {broken})"
+            stale, tape = tape.stale + 1, None      # what the Python read changed: record afresh
         if tape is not None:
             verify = self.pure and tape.refused is None
             generator_state = rng.get_rng_state()
@@ -161,7 +165,11 @@ class Traced:
         recording = Recording(arguments)
         result = _run(recording, self.piece, args, kwargs)
         recording.finish(result)
-        if len(self.tapes) >= MAX_TAPES:
+        if broken:
+            recording.tape.stale = stale
+            if stale >= MAX_STALE:
+                recording.tape.refused = f"its guards broke {stale} times (last: {broken})"
+        if len(self.tapes) >= MAX_TAPES and key not in self.tapes:
             del self.tapes[next(iter(self.tapes))]
         self.tapes[key] = self.last_tape = recording.tape
         self.last, self.recordings = "recorded", self.recordings + 1
@@ -515,7 +523,10 @@ class Replay:
         if self.refused:
             tape.refused = self.refused
             return
-        guards, self.side_effects = self.guard_watch.guards(tape.leaves, self.piece)
+        guards, self.side_effects, refused = self.guard_watch.guards(tape.leaves, self.piece)
+        if refused:
+            tape.refused = refused
+            return
         tape.pure = PureTape(tape, guards, _REPLAYED)
 
     def backward(self, roots, grads, run):

@@ -513,3 +513,37 @@ def test_pure_the_count_of_non_pad_targets_follows_each_batch():
     pure_after(traced, a, np.array([[1, 2, 3, 4], [1, 2, 3, 4]]))
     eager, replayed = eager_and_traced(piece, traced, a, np.array([[1, 2, 0, 0], [1, 0, 0, 0]]))
     assert traced.last == "replayed purely" and np.array_equal(replayed, eager)
+
+
+class Step:
+    """A trainer-like object whose method is the piece: its attributes are read by the piece."""
+
+    def __init__(self):
+        self.lin, self.smoothing, self.calls = nn.Linear(4, 3), 0.0, 0
+
+    def loss(self, a, targets):
+        loss = F.cross_entropy(self.lin(Tensor(a)), targets, label_smoothing=self.smoothing)
+        loss.backward()
+        return loss
+
+    def counted_loss(self, a, targets):
+        self.calls += 1         # a side effect a pure replay would not redo
+        return self.loss(a, targets)
+
+
+def test_pure_an_attribute_of_the_pieces_own_object_is_guarded():
+    step, targets = Step(), np.array([0, 2, 1])
+    traced = trace(step.loss)
+    pure_after(traced, x(), targets)
+    step.smoothing = 0.2
+    eager, replayed = eager_and_traced(step.loss, traced, x(), targets)
+    assert np.array_equal(replayed, eager)
+    assert "Step.smoothing changed" in traced.why_checked
+
+
+def test_pure_a_side_effect_on_the_pieces_own_object_is_refused():
+    step, targets = Step(), np.array([0, 2, 1])
+    traced = trace(step.counted_loss)
+    for _ in range(4):
+        traced(x(), targets)
+    assert step.calls == 4 and traced.pure_replays == 0 and "Step.calls" in traced.why_checked
