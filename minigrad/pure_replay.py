@@ -26,12 +26,23 @@ class PureTape:
         self.tape, self.guards, self.replayed_fn = tape, guards, replayed_fn
         leaves = len(tape.leaves)
         self.leaf_arrays = [leaf.data for leaf in tape.leaves]     # their identity is guarded
+        self.shapes = [array.shape for array in self.leaf_arrays] + [line.shape for line in tape.lines]
         self.steps = []
-        for line in tape.lines:
+        last_reader = {}        # slot -> the step that reads it last
+        for index, line in enumerate(tape.lines):
             inputs = tuple((SLOT, s) if s != -1 else _compiled(feed, leaves, as_input=True)
                            for s, feed in zip(line.sources, line.feeds))
             options = tuple((name, _compiled(feed, leaves)) for name, feed in line.option_feeds.items())
             self.steps.append((line.op, line.needs, line.recorded, inputs, options))
+            for slot in _slots_read(inputs + tuple(feed for _, feed in options)):
+                last_reader[slot] = index
+        # An output is dropped after its last reader, as eager drops a tensor no op holds; what
+        # backward reads, each op keeps in ``fn.saved``. Kept: the loss and what is returned.
+        kept = {tape.root} | set(_result_slots(tape.result))
+        self.frees = [[] for _ in tape.lines]
+        for slot, index in last_reader.items():
+            if slot >= leaves and slot not in kept:
+                self.frees[index].append(slot)
 
     def __call__(self, arguments):
         """Run the tape on ``arguments`` (the call's arrays, as ``arrays_of`` lists them): the
@@ -39,7 +50,7 @@ class PureTape:
         tape = self.tape
         values = list(self.leaf_arrays)
         fns = []
-        for op, needs, recorded, inputs, options in self.steps:
+        for (op, needs, recorded, inputs, options), frees in zip(self.steps, self.frees):
             arrays = [values[feed[1]] if feed[0] == SLOT else _value(feed, values, arguments) for feed in inputs]
             fn = op()
             fn.needs_input_grad = needs
@@ -55,13 +66,15 @@ class PureTape:
                 fns.append(fn)
             else:
                 fns.append(None)
+            for slot in frees:
+                values[slot] = None
         if tape.root is not None:
             self._backward(values, fns)
         return self._rebuilt(tape.result, values)
 
     def _backward(self, values, fns):
         """The recorded plan: eager's order of rules, of sums and of ``.grad`` accumulation."""
-        tape = self.tape
+        tape, shapes = self.tape, self.shapes
         grads = [None] * len(values)
         grads[tape.root] = np.ones_like(values[tape.root])
         for slot, line, flows in tape.plan:
@@ -80,7 +93,7 @@ class PureTape:
             for target, ig in zip(flows, input_grads):
                 if target is None or ig is None:
                     continue
-                shape = values[target].shape
+                shape = shapes[target]
                 if ig.shape != shape:
                     ig = unbroadcast(ig, shape)
                 grads[target] = ig if grads[target] is None else grads[target] + ig
@@ -94,6 +107,24 @@ class PureTape:
         position = spec[1]
         line = self.tape.lines[position - len(self.tape.leaves)]
         return Tensor._from_op(values[position], self.replayed_fn if line.recorded else None)
+
+
+def _slots_read(feeds):
+    for feed in feeds:
+        if feed[0] == SLOT:
+            yield feed[1]
+        elif feed[0] == TUPLE:
+            yield from _slots_read(feed[1])
+
+
+def _result_slots(spec):
+    if spec is None or spec[0] == "none":
+        return
+    if spec[0] == "tuple":
+        for s in spec[2]:
+            yield from _result_slots(s)
+    else:
+        yield spec[1]
 
 
 def _compiled(feed, leaves, as_input=False):

@@ -543,8 +543,10 @@ class Replay:
                 raise _Diverged
         self.backward_done = True
         values, fns = self.values, self.fns
+        shapes = [value.shape for value in values]
         grads = [None] * len(values)
         grads[tape.root] = np.ones_like(values[tape.root].data)
+        self.values = values = tape.leaves     # the outputs are dropped, as eager's backward frees them
         for slot, line, flows in tape.plan:
             g = grads[slot]
             if g is None:
@@ -561,7 +563,7 @@ class Replay:
             for target, ig in zip(flows, input_grads):
                 if target is None or ig is None:
                     continue
-                shape = values[target].shape
+                shape = shapes[target]
                 if ig.shape != shape:
                     ig = unbroadcast(ig, shape)
                 grads[target] = ig if grads[target] is None else grads[target] + ig
