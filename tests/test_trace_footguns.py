@@ -3,6 +3,10 @@ test_jit_footguns.py, JAX's globals read at trace time, tinygrad #10956's int ar
 test each. Every test shows ``naive_replay`` (a tape that replays the recorded op calls with
 the piece's arguments swapped in and everything else kept from the recording: TinyJit's
 capture and replay) giving another answer than eager, and ``minigrad.trace`` giving eager's.
+
+The second half is the pure replay's: the tape runs without the piece's Python, so each thing
+that Python read is guarded, or refuses the pure replay when the tape is verified. Each of those
+tests fails with its guard or check switched off (seen while writing them).
 """
 import numpy as np
 import pytest
