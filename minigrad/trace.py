@@ -158,7 +158,7 @@ class Traced:
                 self.last, self.replays, self.last_tape = "replayed", self.replays + 1, tape
                 if verify:
                     replay.verified()
-                self.why_checked = tape.refused or broken or "this call verified the tape"
+                self.why_checked = tape.refused or ("this call verified the tape" if verify else "trace(pure=False)")
                 return result
             except _Diverged:
                 rng.set_rng_state(generator_state)     # draw again what the abandoned run drew
