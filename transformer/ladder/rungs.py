@@ -32,13 +32,14 @@ it these one-layer models (no residual, no layer norm) sharpen their softmax ont
 early in training and then get almost no gradient to learn which word (the notebook measures
 it). The full block keeps the same division per head.
 """
+import functools
 import math
 
 import numpy as np
 
 from minigrad import Tensor, nn
 
-from transformer.models.attention import causal_mask
+from transformer.models.attention import causal_mask, future_mask
 from transformer.models.config import DecoderOnlyConfig
 from transformer.models.decoder_only import DecoderOnlyTransformer
 
@@ -49,9 +50,17 @@ def averaging_matrix(length: int) -> np.ndarray:
     return tril / tril.sum(axis=1, keepdims=True)
 
 
+@functools.lru_cache(maxsize=16)
+def row_numbers(batch: int) -> np.ndarray:
+    """0..batch-1, made once and read-only: a traced step may keep it (a new array looks like data)."""
+    rows = np.arange(batch)
+    rows.flags.writeable = False
+    return rows
+
+
 def causal_softmax(scores: Tensor) -> Tensor:
     """Row-wise softmax of (B, T, T) scores; a later word gets weight exactly 0."""
-    return scores.masked_fill(~causal_mask(scores.shape[-1]), -np.inf).softmax(axis=-1)
+    return scores.masked_fill(future_mask(scores.shape[-1]), -np.inf).softmax(axis=-1)
 
 
 def identity_map(d: int) -> nn.Linear:
@@ -85,7 +94,7 @@ class Rung(nn.Module):
         """ids (B, T) -> logits (B, T, vocab), or (B, vocab) at the positions ``at`` (B,) only."""
         context = self.context(self.embed(ids))                    # (B, T, d)
         if at is not None:
-            context = context[np.arange(len(at)), at]              # (B, d)
+            context = context[row_numbers(len(at)), at]            # (B, d)
         return context @ self.embedding.weight.T + self.bias       # each word: its vector · the context
 
     def weights(self, ids) -> np.ndarray:
@@ -216,7 +225,7 @@ class FullBlock(nn.Module):
         if at is None:
             return model(ids)
         hidden = model.decoder(model.embed(ids), causal_mask(ids.shape[1]))   # (B, T, d)
-        return model.output(hidden[np.arange(len(at)), at])                     # (B, vocab)
+        return model.output(hidden[row_numbers(len(at)), at])                    # (B, vocab)
 
     def attention_maps(self, ids) -> np.ndarray:
         """(layers, B, heads, T, T): every head's weights on ``ids``."""
