@@ -149,6 +149,16 @@ def test_ranks_give_the_plain_commands_bits_and_rank_0_alone_writes(plain_run, t
     assert sorted(os.listdir(tmp_path)) == ["run"]
 
 
+def test_two_ranks_tracing_their_pieces_give_the_plain_eager_commands_bits(tmp_path):
+    """The ranks replay each piece from its tape (the default) and the plain command runs every
+    piece eagerly: the same losses, weights and optimizer state."""
+    plain, ranks = tmp_path / "plain", tmp_path / "ranks"
+    for processes, out, options in ((0, plain, ("--eager",)), (2, ranks, ())):
+        result = run(processes, out, 6, *options)
+        assert result.returncode == 0, result.stderr
+    assert_same_bits(plain, ranks)
+
+
 def test_next_word_on_two_ranks_gives_the_plain_commands_bits(tmp_path):
     plain, ranks = tmp_path / "plain", tmp_path / "ranks"
     for processes, out in ((0, plain), (2, ranks)):

@@ -371,10 +371,11 @@ def next_token_targets(ids, predict):
         raise ValueError(f"next_token_targets needs ids (batch, length >= 2) and a boolean predict of the "
                          f"same shape, got ids {ids.shape} and predict {predict.shape} {predict.dtype}")
     # the targets by an op: a traced step computes them (and so the count scored) for every batch
-    return ids[:, :-1], F.array_function(_scored_targets, ids, predict)
+    return ids[:, :-1], F.array_function(scored_targets, ids, predict)
 
 
-def _scored_targets(ids, predict):
+def scored_targets(ids, predict):
+    """Each position's next token where it is predicted, else ``IGNORE`` (arrays in, array out)."""
     return np.where(predict[:, 1:], ids[:, 1:], IGNORE)
 
 

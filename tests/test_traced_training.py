@@ -1,0 +1,155 @@
+"""The trainers' step runs traced by default (``transformer/training/traced_pieces.py``: each piece's
+forward, loss and ``loss.backward()`` recorded once per thread and shape, then replayed from the
+tape): the same losses, gradient norms, weights and optimizer state as the eager step
+(``--eager``, ``Trainer.trace_pieces(False)``), bit for bit, for the date model on one and two
+workers and four pieces, with dropout, decoder-only, the next-word model, the ladder's rungs and the
+commands themselves (an MPI job: tests/test_mpi.py). Each test also checks the replay was pure
+where it can be, so the fast path is the one compared."""
+import hashlib
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import minigrad
+from transformer.ladder import RUNGS, LadderConfig
+from transformer.ladder import experiment
+from transformer.models.config import DecoderOnlyConfig, ModelConfig
+from transformer.tasks.language import Language
+from transformer.training.dates import DateTrainer
+from transformer.parallel.data_parallel import second_worker
+from transformer.training.next_word import NextWordTrainer, default_model_config
+from transformer.training.trainer import TrainConfig
+
+SMALL = ModelConfig(d_model=32, num_heads=4, num_encoder_layers=1, num_decoder_layers=1, d_ff=64)
+STEPS = 8
+
+
+def fingerprint(trainer) -> str:
+    """SHA-256 of every weight and every optimizer array."""
+    digest = hashlib.sha256()
+    for p in trainer.model.parameters():
+        digest.update(p.data.tobytes())
+    for array in trainer.optimizer.state_dict().values():
+        if isinstance(array, np.ndarray):
+            digest.update(array.tobytes())
+    return digest.hexdigest()
+
+
+def train(trainer_class, model_config, traced, workers=None, **train_options):
+    trainer = trainer_class(model_config, TrainConfig(steps=STEPS, batch_size=32, eval_every=0, checkpoint_every=0,
+                                                      target_accuracy=0, **train_options), out_dir="unused")
+    trainer.trace_pieces(traced)
+    trainer.gradients.workers = workers
+    with trainer.gradients.running():
+        log = [trainer.train_step() for _ in range(STEPS)]
+    steps = [(r["loss"], r["grad_norm"], r["tokens"], r["batch_exact_match"]) for r in log]
+    return steps, fingerprint(trainer), trainer
+
+
+def how_the_last_pieces_ran(trainer) -> str:
+    return trainer.gradients.piece_backward.traced().last
+
+
+@pytest.mark.parametrize("workers, pieces", [(1, 2), (2, 2), (2, 4)])
+def test_the_date_trainer_traced_is_the_eager_one_bit_for_bit(workers, pieces):
+    eager = train(DateTrainer, SMALL, False, workers, pieces=pieces)
+    traced = train(DateTrainer, SMALL, True, workers, pieces=pieces)
+    assert traced[:2] == eager[:2]
+    assert how_the_last_pieces_ran(traced[2]) == "replayed purely"
+
+
+def test_with_dropout_the_trace_replays_checked_and_keeps_the_bits():
+    """Dropout's masks are built outside an op (the attention's step-by-step path): the verifying
+    replay says so, and from then on the pieces run eagerly, never purely with a stale mask."""
+    config = ModelConfig(d_model=32, num_heads=4, num_encoder_layers=1, num_decoder_layers=1, d_ff=64, dropout=0.1)
+    eager, traced = train(DateTrainer, config, False), train(DateTrainer, config, True)
+    assert traced[:2] == eager[:2]
+    pieces = traced[2].gradients.piece_backward
+    assert "built anew" in pieces.never_pure and pieces.traced().pure_replays == 0
+    assert pieces.traced().replays == 1         # one checked replay said so; the rest ran eagerly
+
+
+def test_the_decoder_only_date_model_traced_keeps_the_bits():
+    config = DecoderOnlyConfig(d_model=32, num_heads=4, num_layers=1, d_ff=64)
+    eager, traced = train(DateTrainer, config, False, 1), train(DateTrainer, config, True, 1)
+    assert traced[:2] == eager[:2]
+
+
+def test_the_next_word_trainer_traced_is_the_eager_one_bit_for_bit():
+    config = default_model_config(d_model=32, num_heads=4, num_layers=2, d_ff=64)
+    eager, traced = train(NextWordTrainer, config, False, 2), train(NextWordTrainer, config, True, 2)
+    assert traced[:2] == eager[:2]
+    assert how_the_last_pieces_ran(traced[2]) == "replayed purely"
+
+
+def test_each_worker_thread_replays_its_own_tape():
+    """Two workers: the calling thread and the helper thread each hold a trace of their own."""
+    _, _, trainer = train(DateTrainer, SMALL, True, 2)
+    pieces = trainer.gradients.piece_backward
+    helper = second_worker().submit(pieces.traced).result()
+    assert helper is not pieces.traced()
+    assert helper.pure_replays > 0 and pieces.traced().pure_replays > 0
+
+
+def test_a_traced_batch_forward_reads_only_the_model_and_the_config():
+    trainer = DateTrainer(SMALL, TrainConfig(batch_size=8, eval_every=0, checkpoint_every=0), out_dir="unused")
+    original = DateTrainer.batch_forward
+
+    def reads_the_data(self, batch):
+        self.data
+        return original(self, batch)
+    try:
+        DateTrainer.batch_forward = reads_the_data
+        with pytest.raises(AttributeError, match=r"reads only self.model and self.config, not self.data.*--eager"):
+            trainer.gradients(trainer.sample_batch())
+    finally:
+        DateTrainer.batch_forward = original
+    trainer.trace_pieces(False)
+    assert trainer.gradients.piece_backward == trainer.piece_backward
+
+
+def test_every_rung_trains_to_the_same_weights_traced_and_eager():
+    made = []
+    real = minigrad.trace
+
+    def kept(*args, **kwargs):
+        made.append(real(*args, **kwargs))
+        return made[-1]
+    for rung in RUNGS:
+        weights = []
+        for eager in (True, False):
+            experiment.minigrad.trace, made[:] = kept, []
+            try:
+                model = experiment.train_rung(rung, LadderConfig(steps=6, eager=eager), Language(seed=1), 1)
+            finally:
+                experiment.minigrad.trace = real
+            weights.append([p.data.copy() for p in model.parameters()])
+        for a, b in zip(*weights):
+            np.testing.assert_array_equal(a, b, err_msg=rung.name)
+        assert made and made[0].last == "replayed purely", (rung.name, made[0].why_checked)
+
+
+DATES = (sys.executable, "-c", "import sys, dates_commands; sys.exit(dates_commands.train(sys.argv[1:]))")
+TINY = ["--d-model", "16", "--heads", "2", "--layers", "1", "--d-ff", "32", "--batch-size", "16",
+        "--target-accuracy", "0", "--no-progress", "--max-steps", "5"]
+
+
+def test_dates_train_eager_and_traced_write_the_same_run(tmp_path):
+    runs = {}
+    for flag in ((), ("--eager",)):
+        out = tmp_path / ("eager" if flag else "traced")
+        result = subprocess.run([*DATES, "--out", str(out), *TINY, *flag], capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stderr
+        with open(os.path.join(out, "train_log.jsonl")) as log:
+            losses = [(r["loss"], r.get("grad_norm")) for r in map(json.loads, log)]
+        with np.load(os.path.join(out, "model.npz")) as saved:
+            arrays = {name: saved[name] for name in saved.files if name.startswith(("model/", "optimizer/"))}
+        runs[flag] = losses, arrays
+    (traced_losses, traced), (eager_losses, eager) = runs[()], runs[("--eager",)]
+    assert traced_losses == eager_losses and traced.keys() == eager.keys()
+    for name in traced:
+        np.testing.assert_array_equal(traced[name], eager[name], err_msg=name)
