@@ -84,6 +84,7 @@ class LadderConfig:
     eval_per_kind: int = 200    # held-out sentences scored per kind
     jobs: int = 2               # trainings at once (one core each)
     kinds: tuple = KINDS        # the language's kinds (fewer: what a rung does without the others)
+    eager: bool = False         # each step through the eager engine, not replayed from its tape (same bits)
 
 
 @dataclass
@@ -189,14 +190,20 @@ def train_rung(rung_class, config: LadderConfig, language: Language, seed: int):
     optimizer = optim.Adam(model.parameters(), lr=lr)
     batches = np.random.default_rng([seed, 2])
     rows = np.arange(config.batch_size)
+
+    def loss_and_backward(inputs, at, answers):
+        logits = model(inputs, at)                                                 # (B, vocab)
+        loss = F.cross_entropy(logits, answers)
+        loss.backward()
+        return loss
+    # recorded once, then replayed from its tape: the same bits, less Python (docs/tracing.md)
+    forward_backward = loss_and_backward if config.eager else minigrad.trace(loss_and_backward)
     for step in range(1, config.steps + 1):
         optimizer.lr = learning_rate(config, lr, step)
         batch = encode_batch(language.sample("train", config.batch_size, batches, mix=mix(language.kinds)),
                              "answer", MAX_LEN)
-        logits = model(batch.inputs, batch.answer_position)                       # (B, vocab)
-        loss = F.cross_entropy(logits, batch.targets[rows, batch.answer_position])
         optimizer.zero_grad()
-        loss.backward()
+        forward_backward(batch.inputs, batch.answer_position, batch.targets[rows, batch.answer_position])
         optimizer.step()
     return model
 

@@ -44,10 +44,14 @@ from transformer.models.config import DecoderOnlyConfig
 from transformer.models.decoder_only import DecoderOnlyTransformer
 
 
-def averaging_matrix(length: int) -> np.ndarray:
-    """(T, T): row t holds 1/(t+1) in columns 0..t, so A @ X averages the words so far."""
+@functools.lru_cache(maxsize=16)
+def averaging_matrix(length: int, dtype=np.float64) -> np.ndarray:
+    """(T, T): row t holds 1/(t+1) in columns 0..t, so A @ X averages the words so far. Made
+    once per length and read-only (a traced step may keep it: a new array would look like data)."""
     tril = np.tril(np.ones((length, length)))
-    return tril / tril.sum(axis=1, keepdims=True)
+    average = (tril / tril.sum(axis=1, keepdims=True)).astype(dtype)
+    average.flags.writeable = False
+    return average
 
 
 @functools.lru_cache(maxsize=16)
@@ -56,6 +60,12 @@ def row_numbers(batch: int) -> np.ndarray:
     rows = np.arange(batch)
     rows.flags.writeable = False
     return rows
+
+
+@functools.lru_cache(maxsize=16)
+def averaging_tensor(length: int, dtype) -> Tensor:
+    """``averaging_matrix`` as a Tensor, made once (``Tensor()`` copies its array, as ``torch.tensor`` does)."""
+    return Tensor(averaging_matrix(length, dtype))
 
 
 def causal_softmax(scores: Tensor) -> Tensor:
@@ -117,7 +127,7 @@ class Average(Rung):
     name, idea = "average", "the average of all the words so far (a lower-triangular matrix product)"
 
     def context(self, x):
-        return Tensor(averaging_matrix(x.shape[1]).astype(x.dtype)) @ x      # (T, T) @ (B, T, d)
+        return averaging_tensor(x.shape[1], x.dtype) @ x                     # (T, T) @ (B, T, d)
 
     def weights(self, ids):
         length = ids.shape[1]
