@@ -97,11 +97,17 @@ class GuardWatch:
         return Guards([(leaf, leaf.data) for leaf in leaves], attributes, cells), side_effects, refused
 
 
+# libraries whose objects a piece makes and drops within a call (numpy 1's ``errstate`` sets its
+# own attributes on entry, a ``contextlib`` manager too): not state the tape depends on
+LIBRARY_OBJECTS = ("minigrad.", "numpy", "numba", "contextlib", "threading")
+
+
 def _is_watched(obj):
     """A module, or any object of the piece's own code whose method ran (a trainer holding the
-    label smoothing, say); not the engine's own objects (ops, kernels), made anew or never changed."""
+    label smoothing, say); not the engine's own objects (ops, kernels) nor the libraries' (see
+    ``LIBRARY_OBJECTS``), made anew or never changed."""
     return hasattr(obj, "__dict__") and not isinstance(obj, type) and (
-        _is_module(obj) or not type(obj).__module__.startswith("minigrad."))
+        _is_module(obj) or not type(obj).__module__.startswith(LIBRARY_OBJECTS))
 
 
 def _is_module(obj):
