@@ -8,6 +8,7 @@ where it can be, so the fast path is the one compared."""
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -153,3 +154,15 @@ def test_dates_train_eager_and_traced_write_the_same_run(tmp_path):
     assert traced_losses == eager_losses and traced.keys() == eager.keys()
     for name in traced:
         np.testing.assert_array_equal(traced[name], eager[name], err_msg=name)
+
+
+def test_the_readme_and_the_help_quote_the_same_measured_ratio():
+    """The --eager help states what tracing bought, measured; the README and docs/tracing.md quote it."""
+    from transformer.commands.training_command import EAGER_COST
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    ratio = re.search(r"(\d\.\d+)x the eager", EAGER_COST).group(1)
+    traced, eager = re.search(r"\((\d+\.\d) against (\d+\.\d) ms", EAGER_COST).groups()
+    with open(os.path.join(repo, "README.md"), encoding="utf-8") as readme:
+        assert f"{ratio}x the eager step's time" in readme.read()
+    with open(os.path.join(repo, "docs", "tracing.md"), encoding="utf-8") as page:
+        assert f"| {traced} ms | {eager} ms | median {ratio} " in page.read()
