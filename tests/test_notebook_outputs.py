@@ -122,12 +122,13 @@ def test_the_printed_step_reads_as_the_notebook_says():
     assert [name for name, _ in ops] == [f"t{i}" for i in range(len(ops))]                 # one line per op
     assert "SelfAttentionCore" in [op for _, op in ops]
     rules = re.findall(r"= (\w+)\.backward\(g_(t\d+)\)", backward)
-    assert rules == [(op, name) for name, op in reversed(ops)]                       # every rule, in reverse
+    no_gradient = {"ArrayFunction"}                                                  # integer targets
+    assert rules == [(op, name) for name, op in reversed(ops) if op not in no_gradient]  # every rule, in reverse
     last = ops[-1][0]
     assert f"g_{last} = ones_like({last})" in text and f"g_{last} = ones_like({last})" in program
     sums = re.findall(r"^\s+g_(t\d+) = g_\1 \+ g_\1_0$", backward, re.M)
     assert sums and all(f"`{name}`" in text for name in sums)                        # the sums the text names
-    assert "g_t7 = g_t7 + g_t7_0" in text and "g_t7 = g_t7 + g_t7_0" in program
+    assert "g_t8 = g_t8 + g_t8_0" in text and "g_t8 = g_t8 + g_t8_0" in program
     parameters = set(re.findall(r"\b(\w+_(?:weight|bias))\b", forward))
     assert sorted(re.findall(r"^\s+(\w+)\.grad \+= g_\1$", backward, re.M)) == sorted(parameters)  # each .grad
 
