@@ -73,30 +73,10 @@ class PureTape:
         return self._rebuilt(tape.result, values)
 
     def _backward(self, values, fns):
-        """The recorded plan: eager's order of rules, of sums and of ``.grad`` accumulation."""
-        tape, shapes = self.tape, self.shapes
+        tape = self.tape
         grads = [None] * len(values)
         grads[tape.root] = np.ones_like(values[tape.root])
-        for slot, line, flows in tape.plan:
-            g = grads[slot]
-            if g is None:
-                continue
-            grads[slot] = None
-            if line is None:
-                autograd._accumulate(tape.leaves[slot], g, False)     # eager's own leaf accumulation
-                continue
-            fn = fns[line]
-            input_grads = fn.backward(g, **fn.saved)
-            if not isinstance(input_grads, tuple):
-                input_grads = (input_grads,)
-            fns[line] = None                    # frees its saved arrays as eager's release() does
-            for target, ig in zip(flows, input_grads):
-                if target is None or ig is None:
-                    continue
-                shape = shapes[target]
-                if ig.shape != shape:
-                    ig = unbroadcast(ig, shape)
-                grads[target] = ig if grads[target] is None else grads[target] + ig
+        run_plan(tape.plan, grads, fns, self.shapes, tape.leaves)
 
     def _rebuilt(self, spec, values):
         """The piece's return value, made of the replayed outputs (they require grad, no graph)."""
@@ -107,6 +87,33 @@ class PureTape:
         position = spec[1]
         line = self.tape.lines[position - len(self.tape.leaves)]
         return Tensor._from_op(values[position], self.replayed_fn if line.recorded else None)
+
+
+def run_plan(plan, grads, fns, shapes, leaves):
+    """A tape's backward plan (``trace.Recording.backward`` wrote it): eager's order of rules, of
+    sums and of ``.grad`` accumulation. ``grads`` holds the root's gradient at its slot; ``fns``
+    the replayed ops (each dropped after its rule, as eager's ``release()`` frees saved arrays);
+    ``shapes`` every slot's; ``leaves`` the tensors whose ``.grad`` the plan fills."""
+    for slot, line, flows in plan:
+        g = grads[slot]
+        if g is None:
+            continue
+        grads[slot] = None
+        if line is None:
+            autograd._accumulate(leaves[slot], g, False)     # eager's own leaf accumulation
+            continue
+        fn = fns[line]
+        input_grads = fn.backward(g, **fn.saved)
+        if not isinstance(input_grads, tuple):
+            input_grads = (input_grads,)
+        fns[line] = None
+        for target, ig in zip(flows, input_grads):
+            if target is None or ig is None:
+                continue
+            shape = shapes[target]
+            if ig.shape != shape:
+                ig = unbroadcast(ig, shape)
+            grads[target] = ig if grads[target] is None else grads[target] + ig
 
 
 def _slots_read(feeds):
