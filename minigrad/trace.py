@@ -55,10 +55,10 @@ import numpy as np
 
 from . import autograd, forward_ad, inplace, rng
 from .accelerated import Accelerated, get_backend
-from .function import Function, unbroadcast
+from .function import Function
 from .grad_mode import state as grad_state
 from .observers import Observer, observing, watching
-from .pure_replay import PureTape
+from .pure_replay import PureTape, run_plan
 from .tape_guards import GuardWatch
 from .tape_inputs import FeedFinder, same_feed
 from .tape_printing import tape_lines
@@ -150,7 +150,9 @@ class Traced:
                 return tape.pure(arguments)
             stale, tape = tape.stale + 1, None      # what the Python read changed: record afresh
         if tape is not None:
-            verify = self.pure and tape.refused is None
+            # verifying watches the Python with sys.setprofile: not while a profiler (cProfile) holds it
+            profiled = sys.getprofile() is not None
+            verify = self.pure and tape.refused is None and not profiled
             generator_state = rng.get_rng_state()
             try:
                 replay = Replay(tape, arguments, self.piece if verify else None)
@@ -158,7 +160,8 @@ class Traced:
                 self.last, self.replays, self.last_tape = "replayed", self.replays + 1, tape
                 if verify:
                     replay.verified()
-                self.why_checked = tape.refused or ("this call verified the tape" if verify else "trace(pure=False)")
+                self.why_checked = tape.refused or ("this call verified the tape" if verify else
+                                                    "a Python profiler is active" if profiled else "trace(pure=False)")
                 return result
             except _Diverged:
                 rng.set_rng_state(generator_state)     # draw again what the abandoned run drew
@@ -546,27 +549,8 @@ class Replay:
         shapes = [value.shape for value in values]
         grads = [None] * len(values)
         grads[tape.root] = np.ones_like(values[tape.root].data)
-        self.values = values = tape.leaves     # the outputs are dropped, as eager's backward frees them
-        for slot, line, flows in tape.plan:
-            g = grads[slot]
-            if g is None:
-                continue
-            grads[slot] = None
-            if line is None:
-                autograd._accumulate(values[slot], g, False)
-                continue
-            fn = fns[line]
-            input_grads = fn.backward(g, **fn.saved)
-            if not isinstance(input_grads, tuple):
-                input_grads = (input_grads,)
-            fns[line] = None                    # frees its saved arrays as eager's release() does
-            for target, ig in zip(flows, input_grads):
-                if target is None or ig is None:
-                    continue
-                shape = shapes[target]
-                if ig.shape != shape:
-                    ig = unbroadcast(ig, shape)
-                grads[target] = ig if grads[target] is None else grads[target] + ig
+        self.values = tape.leaves     # the outputs are dropped, as eager's backward frees them
+        run_plan(tape.plan, grads, fns, shapes, tape.leaves)
 
     def finished(self):
         if (self.tape.root is not None) != self.backward_done or (

@@ -551,3 +551,30 @@ def test_pure_a_side_effect_on_the_pieces_own_object_is_refused():
     for _ in range(4):
         traced(x(), targets)
     assert step.calls == 4 and traced.pure_replays == 0 and "Step.calls" in traced.why_checked
+
+
+def test_a_call_under_cprofile_replays_checked_and_the_profiler_keeps_working():
+    """Verifying a tape watches the piece's Python with sys.setprofile, which cProfile holds: the
+    call is replayed checked instead (right, not verified), and cProfile still records."""
+    import cProfile
+    import pstats
+    weight = Tensor(RNG.normal(size=3), requires_grad=True)
+
+    def piece(x):
+        loss = (Tensor(x) * weight).sum()
+        loss.backward()
+        return loss
+    traced = trace(piece)
+    xs = RNG.normal(size=(4, 3))
+    profiler = cProfile.Profile()
+    profiler.enable()
+    try:
+        losses = [float(traced(x).data) for x in xs]
+    finally:
+        profiler.disable()
+    assert losses == [float((x * weight.data).sum()) for x in xs]
+    assert traced.pure_replays == 0 and traced.why_checked == "a Python profiler is active"
+    assert pstats.Stats(profiler).total_calls > 0
+    traced(xs[0])
+    traced(xs[1])
+    assert traced.last == "replayed purely"      # verified once the profiler is gone
