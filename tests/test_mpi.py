@@ -53,13 +53,13 @@ def losses(out) -> list:
 
 def weights(out) -> dict:
     with np.load(os.path.join(out, "model.npz")) as saved:
-        return {name: saved[name] for name in saved.files if name.startswith(("model/", "optimizer/"))}
+        return {name: saved[name] for name in saved.files if name.startswith(("model/", "optim/"))}
 
 
 def assert_same_bits(a, b):
     assert losses(a) == losses(b)
     wa, wb = weights(a), weights(b)
-    assert wa.keys() == wb.keys()
+    assert wa.keys() == wb.keys() and any(name.startswith("optim/") for name in wa)
     for name in wa:
         np.testing.assert_array_equal(wa[name], wb[name], err_msg=name)
 
