@@ -167,3 +167,19 @@ def test_the_readme_and_the_help_quote_the_same_measured_ratio():
         assert f"{ratio}x the eager step's time" in readme.read()
     with open(os.path.join(repo, "docs", "tracing.md"), encoding="utf-8") as page:
         assert f"| {traced} ms | {eager} ms | median {ratio} " in page.read()
+
+
+@pytest.mark.slow
+def test_evaluations_and_snapshots_between_steps_keep_the_pure_replay(tmp_path):
+    """They run the model eagerly between steps (decoding, attention maps): no guard of the tape may
+    break, or every evaluation would cost a recording, and three breaks the pure replay."""
+    trainer = DateTrainer(SMALL, TrainConfig(steps=12, batch_size=16, target_accuracy=0, eval_every=3,
+                                             snapshot_every=4), out_dir=str(tmp_path))
+    trainer.run(progress=False)
+    pieces = trainer.gradients.piece_backward
+    traces = [pieces.traced(), second_worker().submit(pieces.traced).result()]
+    used = [t for t in traces if t.recordings]
+    assert used and sum(t.recordings + t.replays for t in used) == 12 * 2
+    for t in used:
+        assert t.recordings == 1, t.why_checked                  # no guard broke: nothing recorded afresh
+        assert t.pure_replays >= t.replays - 1, t.why_checked    # one verifying call, the rest pure
