@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import signal
 import threading
 import time
@@ -367,12 +368,13 @@ def _run_task(task):
     return run_rung(*task)
 
 
-def _end_with_the_parent():
-    """In each worker: Ctrl-C is the parent's to handle (it stops the pool), and on Linux the
-    kernel ends the worker if the parent dies, so no worker trains on, or writes a
-    BrokenPipeError traceback, after the command has gone."""
+def _end_with_the_parent(parent: int):
+    """In each worker: on Linux the kernel ends the worker if the parent (pid ``parent``) dies, so
+    no worker trains on, or writes a BrokenPipeError traceback, after the command has gone (if the
+    parent died before the request took effect, the worker ends now); and Ctrl-C is the parent's to
+    handle (it stops the pool). In this order: a worker seen ignoring Ctrl-C already dies with it."""
+    die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    die_with_parent()
 
 
 def worker_pool(jobs: int):
@@ -383,7 +385,7 @@ def worker_pool(jobs: int):
     main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGINT, lambda *_: pressed.append(True)) if main else None
     try:
-        pool = multiprocessing.Pool(jobs, initializer=_end_with_the_parent)
+        pool = multiprocessing.Pool(jobs, initializer=_end_with_the_parent, initargs=(os.getpid(),))
     finally:
         if main:
             signal.signal(signal.SIGINT, previous)
