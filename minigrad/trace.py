@@ -179,6 +179,14 @@ class Traced:
         self.why_checked = f"recorded afresh ({broken})" if broken else "the first call of a shape records"
         return result
 
+    def for_another_thread(self) -> "Traced":
+        """The same piece for another thread: its own ``last`` and counts, the same tapes, so a
+        tape recorded and verified on one thread replays purely on the other from its first call
+        (a call keeps its state in itself: two threads may replay one tape at once)."""
+        twin = Traced(self.piece, None, self.pure)
+        twin.names, twin.tapes = self.names, self.tapes
+        return twin
+
     @property
     def code(self) -> str:
         """The last call's tape as straight-line Python (see ``tape_code``)."""

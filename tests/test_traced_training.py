@@ -87,13 +87,25 @@ def test_the_next_word_trainer_traced_is_the_eager_one_bit_for_bit():
     assert how_the_last_pieces_ran(traced[2]) == "replayed purely"
 
 
-def test_each_worker_thread_replays_its_own_tape():
-    """Two workers: the calling thread and the helper thread each hold a trace of their own."""
-    _, _, trainer = train(DateTrainer, SMALL, True, 2)
+def test_a_second_worker_replays_the_first_workers_tape_from_its_first_piece():
+    """Each thread holds a trace of its own, and the helper's shares the tapes the first recorded:
+    once the first worker has recorded and verified, a second worker (the thread policy's first
+    probe of two) never records and replays purely at once; a recording there would make two
+    workers look slower than one."""
+    trainer = DateTrainer(SMALL, TrainConfig(batch_size=32, eval_every=0, checkpoint_every=0, target_accuracy=0),
+                          out_dir="unused")
+    with trainer.gradients.running():
+        trainer.gradients.workers = 1
+        for _ in range(2):
+            trainer.train_step()                  # two pieces a step: recorded, verified, pure
+        trainer.gradients.workers = 2
+        for _ in range(3):
+            trainer.train_step()
     pieces = trainer.gradients.piece_backward
     helper = second_worker().submit(pieces.traced).result()
-    assert helper is not pieces.traced()
-    assert helper.pure_replays > 0 and pieces.traced().pure_replays > 0
+    assert helper is not pieces.traced() and helper.tapes is pieces.traced().tapes
+    assert pieces.traced().recordings == 1 and helper.recordings == 0
+    assert helper.replays == helper.pure_replays == 3
 
 
 def test_a_traced_batch_forward_reads_only_the_model_and_the_config():

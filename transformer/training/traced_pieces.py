@@ -9,8 +9,9 @@ the recorded forwards and backward rules (docs/tracing.md). Losses, gradients an
 the eager run's, bit for bit (tests/test_traced_training.py). What is counted from the logits
 (the tokens, the rows exactly right) is counted outside the tape, by the task's ``batch_outcome``.
 
-Each worker thread has its own trace (the seam runs pieces on one or two threads, each piece
-into its own gradient bucket; a replay puts the gradients there as eager's backward does).
+Each worker thread has its own trace, sharing the first thread's tapes (the seam runs pieces on
+one or two threads, each piece into its own gradient bucket; a replay puts the gradients there as
+eager's backward does).
 """
 import threading
 
@@ -24,6 +25,7 @@ class TracedPieceBackward:
     def __init__(self, trainer):
         self.trainer = trainer
         self._threads = threading.local()      # this thread's Traced, made on its first piece
+        self._first = None                     # the first thread's, whose tapes the others share
         self._view = _TaskView(trainer)
         self.never_pure = None                 # why the tape can never replay purely, once a replay said so
 
@@ -41,11 +43,18 @@ class TracedPieceBackward:
         return (loss, *self.trainer.batch_outcome(piece, logits.data))
 
     def traced(self):
-        """This thread's traced piece (``.last`` says how its last call ran, ``.code`` prints it)."""
+        """This thread's traced piece (``.last`` says how its last call ran, ``.code`` prints it).
+        A second thread shares the first's tapes: its first piece replays purely, so the step
+        that first tries two workers is not slowed by a recording (which the thread policy would
+        time as the cost of two workers)."""
         traced = getattr(self._threads, "traced", None)
         if traced is None:
-            traced = self._threads.traced = minigrad.trace(self._forward_backward,
-                                                           names=self.trainer.model.named_parameters())
+            if self._first is None:
+                traced = self._first = minigrad.trace(self._forward_backward,
+                                                      names=self.trainer.model.named_parameters())
+            else:
+                traced = self._first.for_another_thread()
+            self._threads.traced = traced
         return traced
 
     def _forward_backward(self, *piece):
