@@ -29,8 +29,8 @@ if TYPE_CHECKING:                 # for the annotations only: importing the trai
 
 COMPILE_SECONDS = 4         # a cold cache's compile before the first step, on two cores (README, Results)
 # what --eager costs, measured (docs/tracing.md, "The trainers trace their step")
-EAGER_COST = ("Traced, the default date step took 0.94x the eager one's time (40.3 against 43.3 ms, median of "
-              "10 alternating pairs on a quiet 2-vCPU Intel Xeon).")
+EAGER_COST = ("Traced, the default date step took 0.98x the eager one's time (43.5 against 46.1 ms, median of "
+              "10 alternating pairs on a quiet 2-vCPU Intel Xeon, 0.85-1.38 by pair).")
 
 
 # ---------------------------------------------------------------- options
