@@ -26,6 +26,7 @@ from minigrad import optim
 
 from transformer.parallel.children import die_with_parent
 from transformer.parallel.threads import arithmetic
+from transformer.tasks.batch_sampler import BatchSampler
 from transformer.tasks.language import (BLEND_ROLES, KINDS, VOCAB, Language, blend_roles_kept, encode_batch,
                                        make_example)
 from transformer.ladder.rungs import RUNGS
@@ -190,6 +191,7 @@ def train_rung(rung_class, config: LadderConfig, language: Language, seed: int):
     lr = rung_class.learning_rate(config)
     optimizer = optim.Adam(model.parameters(), lr=lr)
     batches = np.random.default_rng([seed, 2])
+    sampler = BatchSampler(language, "train", mix=mix(language.kinds), loss_on="answer", length=MAX_LEN)
     rows = np.arange(config.batch_size)
 
     def loss_and_backward(inputs, at, answers):
@@ -201,8 +203,7 @@ def train_rung(rung_class, config: LadderConfig, language: Language, seed: int):
     forward_backward = loss_and_backward if config.eager else minigrad.trace(loss_and_backward)
     for step in range(1, config.steps + 1):
         optimizer.lr = learning_rate(config, lr, step)
-        batch = encode_batch(language.sample("train", config.batch_size, batches, mix=mix(language.kinds)),
-                             "answer", MAX_LEN)
+        batch = sampler.sample(config.batch_size, batches)    # encode_batch(language.sample(...)), gathered
         optimizer.zero_grad()
         forward_backward(batch.inputs, batch.answer_position, batch.targets[rows, batch.answer_position])
         optimizer.step()

@@ -35,7 +35,8 @@ from transformer.ladder.loss_positions import check_loss_positions, rung_loss
 from transformer.ladder.rungs import FullBlock, Heads
 from transformer.ladder.value_space import VALUE_VARIANTS
 from transformer.parallel.threads import arithmetic
-from transformer.tasks.language import VOCAB, Language, encode_batch
+from transformer.tasks.batch_sampler import BatchSampler
+from transformer.tasks.language import VOCAB, Language
 
 CURVE_EVERY = 100           # steps between two scorings of the learning curve
 CURVE_PER_KIND = 100        # held-out sentences per kind in each scoring (the first of the final 200)
@@ -71,11 +72,11 @@ def train_with_curve(rung_class, config: LadderConfig, seed: int, positions: str
     lr = config.full_block_lr if rung_class is FullBlock else config.lr
     optimizer = optim.Adam(model.parameters(), lr=lr)
     batches = np.random.default_rng([seed, 2])
+    sampler = BatchSampler(language, "train", mix=mix(language.kinds), loss_on="sentence", length=MAX_LEN)
     curve = {kind: [] for kind in config.kinds}
     for step in range(1, config.steps + 1):
         optimizer.lr = learning_rate(config, lr, step)
-        batch = encode_batch(language.sample("train", config.batch_size, batches, mix=mix(language.kinds)),
-                             "sentence", MAX_LEN)
+        batch = sampler.sample(config.batch_size, batches)
         loss = rung_loss(model, batch, positions)
         optimizer.zero_grad()
         loss.backward()
