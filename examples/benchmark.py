@@ -6,6 +6,7 @@
     python examples/benchmark.py --skip-kernels --skip-end-to-end --load 0,1,2 \
         --torch-python /tmp/torchref/bin/python       # under 0, 1, 2 busy processes
     python examples/benchmark.py --sizes --torch-python PATH --write-docs   # docs/benchmarks.md
+    python examples/benchmark.py --sizes --torch-python PATH --d-models 64   # the default size alone
 
 Part 1 (examples/benchmark_kernels.py): each Numba kernel against its numpy
 twin, compile time with an empty cache and warm start-up.
@@ -23,7 +24,14 @@ Part 4, with ``--sizes`` (examples/benchmark_sizes.py; it replaces parts 1-3): t
 PyTorch eager at d_model 64 / 128 / 256 / 512, fresh processes alternating, and the default
 step quiet on two workers, on one, and beside a busy process; ``--write-docs`` writes
 ``docs/benchmarks.md`` and ``docs/images/speed_by_size.png`` (about 8 minutes on two quiet
-cores, ``--quick`` about 3).
+cores, ``--quick`` about 3, without the torch.compile column).
+
+torch.compile, with ``--sizes`` when the side Python's torch has it (``--no-compile`` leaves it
+out): the same PyTorch step with its forward and loss compiled by inductor
+(``examples/torch_step.py --compile``) joins each round as a third process. Compiling takes about a
+minute on two cores from an empty cache (46-75 s measured at d_model 64, a little more for the larger
+sizes), 4-6 s once inductor's cache is filled; it is the process's first step, reported apart as its compile time,
+never in the steady median. If compiling fails, the column says why in one line.
 
 Figures are medians over many repetitions; the first steps (compilation,
 warm-up) are left out of the medians. BLAS threads follow minigrad's policy
@@ -135,15 +143,27 @@ def main(argv=None):
                         help="only the step by model size beside PyTorch (needs --torch-python), quiet and loaded")
     parser.add_argument("--write-docs", action="store_true",
                         help="with --sizes: write docs/benchmarks.md and docs/images/speed_by_size.png")
+    parser.add_argument("--d-models", type=d_model_list, default=None, metavar="D,D,...",
+                        help="with --sizes: only these sizes (of 64,128,256,512), and not the quiet/loaded part")
+    parser.add_argument("--no-compile", action="store_true",
+                        help="with --sizes: leave out the torch.compile column (otherwise there whenever the side "
+                             "Python's torch has torch.compile: its first step compiles, about a minute on two cores "
+                             "from an empty cache, seconds from a filled one, reported apart from the steady step)")
     args = parser.parse_args(argv)
     if args.write_docs and not args.sizes:
         parser.error("--write-docs goes with --sizes")
+    if (args.d_models or args.no_compile) and not args.sizes:
+        parser.error("--d-models and --no-compile go with --sizes")
+    if args.write_docs and args.d_models:
+        parser.error("--write-docs writes the page of every size: leave out --d-models")
     if args.sizes:
         if not args.torch_python:
             parser.error("--sizes needs --torch-python PATH: a Python with torch (minigrad never imports it)")
         from benchmark_sizes import run_size_benchmark
-        command = "python examples/benchmark.py --sizes" + (" --quick" if args.quick else "")
-        run_size_benchmark(args.torch_python, quick=args.quick, write_docs=args.write_docs, command=command)
+        command = ("python examples/benchmark.py --sizes" + (" --quick" if args.quick else "")
+                   + (" --no-compile" if args.no_compile else ""))
+        run_size_benchmark(args.torch_python, quick=args.quick, write_docs=args.write_docs, command=command,
+                           d_models=args.d_models, compiled=not args.no_compile, loaded=args.d_models is None)
         return 0
     if args.skip_kernels:
         print(f"machine: {machine_summary()}")
@@ -159,6 +179,20 @@ def main(argv=None):
         run_load_benchmark(args.load, args.torch_python, args.torch_script or DEFAULT_TORCH_SCRIPT,
                            rounds=rounds, steps=steps, torch_steps=max(30, 2 * steps))
     return 0
+
+
+def d_model_list(text: str):
+    """``"64,128"`` -> [64, 128]: sizes of examples/benchmark_sizes.py."""
+    from benchmark_sizes import SIZES
+    known = [size[0] for size in SIZES]
+    try:
+        chosen = [int(part) for part in text.split(",")]
+    except ValueError:
+        chosen = None
+    if not chosen or any(d not in known for d in chosen):
+        raise argparse.ArgumentTypeError(f"--d-models wants some of {','.join(map(str, known))} separated by "
+                                         f"commas, got {text!r}")
+    return chosen
 
 
 def load_levels(text: str):

@@ -145,9 +145,9 @@ def matmul_rows(repeats):
         batch = int(np.prod(np.broadcast_shapes(a.shape[:-2], b.shape[:-2])))
         flops = 2.0 * batch * a.shape[-2] * a.shape[-1] * b.shape[-1]
         reps = max(25, min(repeats, int(repeats * 2e7 / flops)))  # fewer repetitions for the big ones
-        forced = (lambda: matmul_kernels._matmul_batched(a, b)) if a.ndim > 2 and b.ndim > 2 else None
+        forced = (lambda: matmul_kernels.matmul_batched(a, b)) if a.ndim > 2 and b.ndim > 2 else None
         row = _row("matmul", name, lambda: matmul_arrays(a, b), lambda: np.matmul(a, b), reps, flops, forced)
-        row["path"] = "numba" if matmul_kernels._use_numba_matmul(a, b) else "BLAS"
+        row["path"] = "numba" if matmul_kernels.use_numba_matmul(a, b) else "BLAS"
         row["model_path"] = model_path
         rows.append(row)
     return rows

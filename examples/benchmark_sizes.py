@@ -19,6 +19,13 @@ the halves one after the other on one core), and the step beside one busy proces
 the loaded target is stated against the quiet one-worker step (a busy neighbour leaves a step
 one core). With ``--write-docs`` the figures go to ``docs/benchmarks.md`` (dated, the machine
 named) and the ratio by size to ``docs/images/speed_by_size.png``.
+
+When the side Python's torch has ``torch.compile``, a third process joins each round: the same
+PyTorch step with its forward and loss compiled by inductor (``torch_step.py --compile``). Its
+first step holds the compilation and is reported apart (``compile``): the sweep gives inductor a
+cache folder of its own, empty at the start, so each size's first compile is from scratch (about
+a minute on two cores at d_model 64) and the later rounds load the cached kernels (seconds).
+If compiling fails, its column says why in one line and the other columns are measured as usual.
 """
 import datetime
 import json
@@ -123,12 +130,14 @@ def summary(times, cpu_times, skip):
             "median_step_cpu_ms": 1e3 * statistics.median(cpu_times[skip:]), "steps": len(times)}
 
 
-def run_block(command, timeout):
+def run_block(command, timeout, env=None):
     """Run a timing process; its SUMMARY dict, with the load average and the other processes'
-    share of the CPUs while it ran (``foreign``: 0 quiet, 0.5 one core busy elsewhere)."""
+    share of the CPUs while it ran (``foreign``: 0 quiet, 0.5 one core busy elsewhere). A process
+    that says why it could not time (SUMMARY {"error": ...}) gives that error."""
     before, load = _cpu_snapshot(), os.getloadavg()[0]
     try:
-        result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=REPO)
+        result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=REPO,
+                                env=None if env is None else {**os.environ, **env})
     except subprocess.TimeoutExpired:
         return {"error": f"took more than {timeout:.0f} s"}
     line = next((line for line in reversed(result.stdout.splitlines()) if line.startswith("SUMMARY ")), None)
@@ -136,6 +145,8 @@ def run_block(command, timeout):
         tail = " / ".join((result.stdout + result.stderr).strip().splitlines()[-3:])
         return {"error": f"no SUMMARY line (exit {result.returncode}): {tail}"}
     block = json.loads(line[len("SUMMARY "):])
+    if "error" in block:
+        return {"error": str(block["error"])}
     block["load_average"], block["foreign"] = load, _foreign(before, _cpu_snapshot())
     return block
 
@@ -163,29 +174,68 @@ def minigrad_command(size, steps, skip, setting="auto"):
             str(d_ff), str(steps), str(skip), str(setting)]
 
 
-def torch_command(torch_python, size, steps, skip):
+def torch_command(torch_python, size, steps, skip, compiled=False):
     d, heads, layers, d_ff = size
     return [torch_python, TORCH_STEP, "--d-model", str(d), "--heads", str(heads), "--layers", str(layers),
-            "--d-ff", str(d_ff), "--steps", str(steps), "--skip", str(skip), "--threads", "2"]
+            "--d-ff", str(d_ff), "--steps", str(steps), "--skip", str(skip), "--threads", "2"] + \
+        (["--compile"] if compiled else [])
+
+
+def has_torch_compile(torch_python):
+    """None when the side Python's torch has ``torch.compile``, else why not (one line)."""
+    probe = subprocess.run([torch_python, "-c", "import torch; assert callable(getattr(torch, 'compile', None)), "
+                            "'torch ' + torch.__version__ + ' has no torch.compile (it came in 2.0)'"],
+                           capture_output=True, text=True)
+    if probe.returncode == 0:
+        return None
+    lines = probe.stderr.strip().splitlines()
+    return lines[-1] if lines else f"exit {probe.returncode}"
 
 
 # ---------------------------------------------------------------- the sweep
-def run_sizes(torch_python, quick=False, sizes=SIZES, say=print, timeout=900):
-    """For each size, alternating rounds of minigrad and PyTorch; a list of row dicts."""
+CONTENDERS = ("minigrad", "torch", "compiled")
+LABELS = {"minigrad": "minigrad", "torch": "PyTorch eager", "compiled": "torch.compile"}
+
+
+def run_sizes(torch_python, quick=False, sizes=SIZES, say=print, timeout=900, compiled=False):
+    """For each size, alternating rounds of minigrad, PyTorch eager and (``compiled``) the step
+    through torch.compile; a list of row dicts."""
+    who_runs = CONTENDERS if compiled else CONTENDERS[:2]
     rows = []
-    for size in sizes:
-        steps, skip, rounds = PLAN.get(size[0], ((10, 3, 2), (5, 2, 1)))[bool(quick)]
-        blocks = {"minigrad": [], "torch": []}
-        for round_ in range(rounds):
-            order = ("minigrad", "torch") if round_ % 2 == 0 else ("torch", "minigrad")
-            for who in order:
-                command = (minigrad_command(size, steps, skip) if who == "minigrad"
-                           else torch_command(torch_python, size, steps, skip))
-                blocks[who].append(run_block(command, timeout))
-            say(f"   d_model {size[0]:>3} round {round_ + 1}: "
-                + ", ".join(f"{who} {_ms(blocks[who][-1])}" for who in ("minigrad", "torch")))
-        rows.append(size_row(size, steps, skip, blocks))
+    with tempfile.TemporaryDirectory(prefix="inductor-cache-") as cache:
+        inductor = {"TORCHINDUCTOR_CACHE_DIR": cache}      # empty at first: the first compile is from scratch
+        for size in sizes:
+            steps, skip, rounds = PLAN.get(size[0], ((10, 3, 2), (5, 2, 1)))[bool(quick)]
+            blocks = {who: [] for who in who_runs}
+            for round_ in range(rounds):
+                for who in (who_runs if round_ % 2 == 0 else who_runs[::-1]):
+                    if who == "minigrad":
+                        blocks[who].append(run_block(minigrad_command(size, steps, skip), timeout))
+                    else:
+                        command = torch_command(torch_python, size, steps, skip, compiled=who == "compiled")
+                        blocks[who].append(run_block(command, timeout, env=inductor))
+                say(f"   d_model {size[0]:>3} round {round_ + 1}: "
+                    + ", ".join(f"{LABELS[who]} {_ms(blocks[who][-1])}" for who in who_runs))
+            rows.append(size_row(size, steps, skip, blocks))
     return rows
+
+
+def compiled_columns(blocks):
+    """torch.compile's figures, paired per round with minigrad's (a failed minigrad or compile
+    block leaves its round out); {"compiled_error": why} when it never compiled."""
+    pairs = [(m, c) for m, c in zip(blocks["minigrad"], blocks["compiled"]) if "error" not in m and "error" not in c]
+    if not pairs:
+        errors = [b["error"] for b in blocks["compiled"] if "error" in b]
+        return {"compiled_error": errors[0] if errors else "no round where minigrad and torch.compile both ran"}
+    first, later = blocks["compiled"][0], [b for b in blocks["compiled"][1:] if "error" not in b]
+    ratios = [m["median_step_ms"] / c["median_step_ms"] for m, c in pairs]
+    return {"compiled_rounds": len(pairs), "compiled_ratios": ratios, "compiled_ratio": statistics.median(ratios),
+            "compiled_median_step_ms": statistics.median(c["median_step_ms"] for _, c in pairs),
+            "compiled_median_step_cpu_ms": statistics.median(c["median_step_cpu_ms"] for _, c in pairs),
+            # a size's first process compiles from scratch, the later ones find inductor's cache filled
+            "compile_empty_cache_ms": None if "error" in first else first["first_step_ms"],
+            "compile_cached_ms": statistics.median(b["first_step_ms"] for b in later) if later else None,
+            "compiled_foreign": [c["foreign"] for _, c in pairs]}
 
 
 def size_row(size, steps, skip, blocks):
@@ -202,6 +252,8 @@ def size_row(size, steps, skip, blocks):
         row["ratio"] = statistics.median(ratios)
         row["load_average"] = [b["load_average"] for pair in ok for b in pair]
         row["foreign"] = [b["foreign"] for pair in ok for b in pair]
+    if "compiled" in blocks:
+        row.update(compiled_columns(blocks))
     return row
 
 
@@ -276,7 +328,9 @@ def render_page(rows, loaded, info, peaks, when, command, torch_version):
             f"{r['gflop'] / t * 1e3:.0f} ({r['gflop'] / t * 1e3 / measured:.0%}) | "
             f"{r['minigrad_median_step_cpu_ms']:.0f} / {r['torch_median_step_cpu_ms']:.0f} ms | {r['rounds']} | "
             f"{min(r['load_average']):.1f}-{max(r['load_average']):.1f} | {max(r['foreign']):.2f} |")
-    busiest = max((f for r in rows if r["rounds"] for f in r["foreign"]), default=0.0)
+    lines += compiled_table(rows)
+    busiest = max((f for r in rows if r["rounds"] for f in r["foreign"] + r.get("compiled_foreign", [])),
+                  default=0.0)
     if busiest > 0.1:
         lines += ["", f"**Not quiet:** other processes used up to {busiest:.0%} of the CPUs while these ran. "
                       "Wall-clock ratios then measure how each framework shares a busy machine (PyTorch's "
@@ -297,6 +351,30 @@ def render_page(rows, loaded, info, peaks, when, command, torch_version):
             lines += ["", f"Loaded over quiet one-worker: **{loaded_ratio:.2f}x** (target <= 1.1x: "
                           f"{'met' if loaded_ratio <= 1.1 else 'not met'})."]
     return "\n".join(lines) + "\n"
+
+
+def compiled_table(rows):
+    """The torch.compile section of the page: nothing when it was not run."""
+    ran = [r for r in rows if "compiled_error" in r or "compiled_rounds" in r]
+    if not ran:
+        return []
+    lines = ["", "## torch.compile beside them", "",
+             "The same PyTorch step with its forward and loss through `torch.compile` (inductor; AOTAutograd",
+             "compiles the backward), clip and Adam eager (`examples/torch_step.py --compile`), in the same",
+             "rounds. Its first step holds the compilation and is kept out of the warm median: from scratch",
+             "in a size's first round (inductor's cache folder starts empty), cached in the later ones.", "",
+             "| d_model | torch.compile warm | minigrad / torch.compile | per round | compile, from scratch |"
+             " compile, cached | CPU a step | rounds |", "|---|---|---|---|---|---|---|---|"]
+    for r in ran:
+        if "compiled_error" in r:
+            lines.append(f"| {r['d_model']} | failed: {r['compiled_error']} |" + " |" * 6)
+            continue
+        scratch, cached = r["compile_empty_cache_ms"], r["compile_cached_ms"]
+        lines.append(f"| {r['d_model']} | {r['compiled_median_step_ms']:.1f} ms | **{r['compiled_ratio']:.2f}x** | "
+                     f"{' '.join(f'{x:.2f}' for x in r['compiled_ratios'])} | "
+                     f"{f'{scratch / 1e3:.1f} s' if scratch else '-'} | {f'{cached / 1e3:.1f} s' if cached else '-'} | "
+                     f"{r['compiled_median_step_cpu_ms']:.0f} ms | {r['compiled_rounds']} |")
+    return lines
 
 
 def write_plot(rows, path):
@@ -350,7 +428,7 @@ def print_rows(rows, peaks, say=print):
     say(f"peak: {measured:.0f} GFLOP/s measured (2048^3 SGEMM, every core)"
         + (f", {clock:.0f} from the clock" if clock else ""))
     say(f"{'d_model':>7} {'minigrad':>11} {'PyTorch':>11} {'ratio':>6}  per round            "
-        f"{'mg cold':>8} {'pt cold':>8} {'mg GF/s':>8} {'pt GF/s':>8}")
+        f"{'mg cold':>8} {'pt cold':>8} {'mg GF/s':>8} {'pt GF/s':>8}  CPU mg / pt   load     other")
     for r in rows:
         if not r["rounds"]:
             say(f"{r['d_model']:>7} failed: {'; '.join(r['errors'])}")
@@ -358,32 +436,63 @@ def print_rows(rows, peaks, say=print):
         m, t = r["minigrad_median_step_ms"], r["torch_median_step_ms"]
         say(f"{r['d_model']:>7} {m:>8.1f} ms {t:>8.1f} ms {r['ratio']:>5.2f}x  "
             f"{' '.join(f'{x:.2f}' for x in r['ratios']):<20} {r['minigrad_first_step_ms']:>6.0f} ms "
-            f"{r['torch_first_step_ms']:>6.0f} ms {r['gflop'] / m * 1e3:>8.0f} {r['gflop'] / t * 1e3:>8.0f}")
+            f"{r['torch_first_step_ms']:>6.0f} ms {r['gflop'] / m * 1e3:>8.0f} {r['gflop'] / t * 1e3:>8.0f}  "
+            f"{r['minigrad_median_step_cpu_ms']:>5.0f} / {r['torch_median_step_cpu_ms']:<5.0f} "
+            f"{min(r['load_average']):.1f}-{max(r['load_average']):.1f}  "
+            f"{max(r['foreign'] + r.get('compiled_foreign', [])):.2f}")
+    for r in rows:
+        if "compiled_error" in r or "compiled_rounds" in r:
+            say(f"{r['d_model']:>7} torch.compile: {compiled_text(r)}")
+
+
+def compiled_text(r):
+    """One line on torch.compile at one size: its warm step, minigrad over it, its compile time."""
+    if "compiled_error" in r:
+        return f"failed: {r['compiled_error']}"
+    cached = r["compile_cached_ms"]
+    return (f"{r['compiled_median_step_ms']:.1f} ms warm (CPU {r['compiled_median_step_cpu_ms']:.0f} ms), "
+            f"minigrad / torch.compile {r['compiled_ratio']:.2f}x "
+            f"(per round {' '.join(f'{x:.2f}' for x in r['compiled_ratios'])}); compile (first step) "
+            + (f"{r['compile_empty_cache_ms'] / 1e3:.1f} s from scratch" if r["compile_empty_cache_ms"] else "")
+            + (", " if r["compile_empty_cache_ms"] and cached else "")
+            + (f"{cached / 1e3:.1f} s with the cache filled" if cached else ""))
 
 
 def run_size_benchmark(torch_python, quick=False, write_docs=False, command="python examples/benchmark.py --sizes",
-                       say=print):
-    """The whole section: peak, sizes, quiet and loaded; prints, and writes the page when asked."""
+                       say=print, d_models=None, compiled=True, loaded=True):
+    """The whole section: peak, sizes (those of ``d_models``, default all), torch.compile beside
+    them (unless ``compiled`` is False), quiet and loaded (unless ``loaded`` is False); prints,
+    and writes the page when asked."""
     probe = subprocess.run([torch_python, "-c", "import torch; print(torch.__version__)"],
                            capture_output=True, text=True)
     if probe.returncode:
         print(f"error: --torch-python {torch_python} cannot import torch", file=sys.stderr)
         raise SystemExit(2)
     torch_version = probe.stdout.strip()
+    if compiled:
+        why_not = has_torch_compile(torch_python)
+        if why_not:
+            say(f"torch.compile column left out: {why_not}")
+            compiled = False
     info = machine()
     peaks = peak_gflops(info)
-    say(f"\n== The step by model size, beside PyTorch eager {torch_version} ==")
+    say(f"\n== The step by model size, beside PyTorch eager {torch_version}"
+        + (" and torch.compile (inductor) ==" if compiled else " =="))
     say(f"machine: {info['cpu']}, {info['cores']} cores, {' '.join(info['flags'])}; numpy {info['numpy']} "
         f"({info['blas']}), numba {info['numba']}; load average {os.getloadavg()[0]:.2f}")
     when = datetime.datetime.now(datetime.timezone.utc)
-    rows = run_sizes(torch_python, quick, say=say)
+    sizes = [size for size in SIZES if d_models is None or size[0] in d_models]
+    rows = run_sizes(torch_python, quick, sizes=sizes, say=say, compiled=compiled)
     print_rows(rows, peaks, say)
-    say("\n== Quiet and loaded, default size ==")
-    loaded = run_loaded(rounds=2 if quick else 3, steps=20 if quick else 40, skip=5 if quick else 10, say=say)
-    medians, ratio = loaded_summary(loaded)
-    say("   " + ", ".join(f"{name} {value:.1f} ms" for name, value in medians.items()))
-    if ratio is not None:
-        say(f"   loaded / quiet one-worker: {ratio:.2f}x (target <= 1.1x)")
+    if loaded:
+        say("\n== Quiet and loaded, default size ==")
+        loaded = run_loaded(rounds=2 if quick else 3, steps=20 if quick else 40, skip=5 if quick else 10, say=say)
+        medians, ratio = loaded_summary(loaded)
+        say("   " + ", ".join(f"{name} {value:.1f} ms" for name, value in medians.items()))
+        if ratio is not None:
+            say(f"   loaded / quiet one-worker: {ratio:.2f}x (target <= 1.1x)")
+    else:
+        loaded = {}
     if write_docs:
         write_text(DOCS_PAGE, render_page(rows, loaded, info, peaks, when, command, torch_version))
         write_plot(rows, PLOT)

@@ -1,6 +1,7 @@
 """PyTorch eager's training step on the date model, at any size: the reference of the size benchmark.
 
     python examples/torch_step.py --d-model 256 --heads 8 --layers 4 --d-ff 1024 --steps 12 --skip 4
+    python examples/torch_step.py --compile          # the same step through torch.compile (inductor)
 
 The same model and step as ``dates-train`` (post-norm encoder-decoder, sinusoidal positions,
 ReLU feed-forward, 68 tokens, 12 source and 19 target positions, batch 128, cross-entropy
@@ -12,6 +13,13 @@ given by ``--torch-python``, alternating with minigrad, and reads its last line:
 
     SUMMARY {"first_step_ms": ..., "median_step_ms": ..., "p10_step_ms": ..., "p90_step_ms": ...,
              "median_step_cpu_ms": ...}   (CPU time of the process: both threads' work, and their waits)
+
+With ``--compile`` the forward pass and the loss go through ``torch.compile`` (the default
+inductor backend; AOTAutograd compiles their backward as one joint graph), as a PyTorch user
+compiles a model; clipping and Adam stay eager. The first step then holds the compilation
+(tens of seconds on two cores with an empty inductor cache, a few with a warm one), so it is
+reported apart as ``first_step_ms`` and never enters the steady median. If compiling fails
+(no C++ compiler, an unsupported platform), the SUMMARY line is ``{"error": "<why, one line>"}``.
 """
 import argparse
 import datetime
@@ -101,6 +109,18 @@ class Seq2Seq(nn.Module):
         return self.out(y)
 
 
+def cross_entropy_loss(model, src, tgt):
+    """The step's forward: logits of the shifted target, cross-entropy ignoring ``<pad>``."""
+    logits = model(src, tgt[:, :-1])
+    return F.cross_entropy(logits.reshape(-1, VOCAB), tgt[:, 1:].reshape(-1), ignore_index=PAD)
+
+
+def one_line(error):
+    """An exception as one line: its type and the first line of its message."""
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0] if lines else ''}"[:300]
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--d-model", type=int, default=64)
@@ -112,6 +132,10 @@ def main(argv=None):
     parser.add_argument("--skip", type=int, default=10, help="first steps left out of the median")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--compile", action="store_true",
+                        help="run the forward and the loss through torch.compile (inductor; its backward is "
+                             "compiled too); the first step holds the compilation, tens of seconds on two cores "
+                             "with an empty cache, and is reported apart from the steady median")
     args = parser.parse_args(argv)
     if args.d_model % args.heads or min(args.d_model, args.heads, args.layers, args.d_ff, args.batch) < 1 \
             or not 0 <= args.skip < args.steps:
@@ -122,14 +146,20 @@ def main(argv=None):
     rng = np.random.default_rng(args.seed)
     model = Seq2Seq(args.d_model, args.heads, args.layers, args.d_ff)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+    forward = torch.compile(cross_entropy_loss) if args.compile else cross_entropy_loss
     times, cpu_times = [], []
-    for _ in range(args.steps):
+    for step in range(args.steps):
         src, tgt = batch(rng, args.batch)                  # outside the timed step, as in dates-train
         start, cpu_start = time.perf_counter(), time.process_time()
-        logits = model(src, tgt[:, :-1])
-        loss = F.cross_entropy(logits.reshape(-1, VOCAB), tgt[:, 1:].reshape(-1), ignore_index=PAD)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        try:
+            loss = forward(model, src, tgt)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+        except Exception as error:                         # only compiling can fail here: say why, in one line
+            if not (args.compile and step == 0):
+                raise
+            print("SUMMARY " + json.dumps({"error": f"torch.compile failed: {one_line(error)}"}), flush=True)
+            return 1
         nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         loss.item()
@@ -141,7 +171,7 @@ def main(argv=None):
         "p10_step_ms": round(1e3 * float(np.percentile(warm, 10)), 3),
         "p90_step_ms": round(1e3 * float(np.percentile(warm, 90)), 3),
         "median_step_cpu_ms": round(1e3 * statistics.median(cpu_times[args.skip:]), 3), "steps": args.steps,
-        "threads": torch.get_num_threads(), "torch": torch.__version__}), flush=True)
+        "threads": torch.get_num_threads(), "torch": torch.__version__, "compiled": args.compile}), flush=True)
     return 0
 
 

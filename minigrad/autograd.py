@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, NamedTuple, Optional, Tuple
 
 import numpy as np
 
-from . import forward_ad, grad_mode, hooks, inplace, observers, tensor_type
+from . import flat, forward_ad, grad_mode, hooks, inplace, observers, tensor_type
 from .function import Function, read_tensors, unbroadcast
 from .tape_state import state as tape_state
 
@@ -242,6 +242,8 @@ class _GradPass(_Pass):
 
 
 def _accumulate(tensor, g, tensor_mode):
+    if flat.receive_gradient(tensor, g):
+        return          # a piece of a batch on its own thread: its own bucket (flat.gradients_into)
     if tensor_mode:     # .grad becomes a Tensor (in a graph under create_graph), as in PyTorch
         own = g if g.dtype == tensor.dtype else g.astype(tensor.dtype)
         tensor.grad = own if tensor.grad is None else own + tensor.grad

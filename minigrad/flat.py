@@ -13,8 +13,47 @@ Reading a parameter, or changing ``p.data`` in place, works as before. Assigning
 flat array: the optimizer then updates the parameters one by one (the same numbers, more
 calls) until ``gather()`` copies them back in. ``.grad`` views are overwritten by the next
 ``grads`` fill: copy one you want to keep.
+
+``gradients_into(bucket)`` lets two ``loss.backward()`` run at once on two threads (two pieces
+of a batch, ``transformer/parallel/``): while it is entered, backward on this thread puts each
+parameter's gradient into its part of ``bucket`` instead of ``.grad`` (DDP's gradient buckets).
 """
+import contextlib
+import threading
+
 import numpy as np
+
+
+class _Buckets(threading.local):
+    """Where this thread's backward() puts the parameters' gradients: None (their ``.grad``), or
+    id(parameter) -> its view of a flat bucket, and the ids that received one so far."""
+    views = None
+    filled = None
+
+
+_buckets = _Buckets()
+
+
+def receive_gradient(tensor, gradient) -> bool:
+    """Put ``tensor``'s gradient from backward() into its part of this thread's bucket, if a
+    ``gradients_into`` is entered here and holds it; False otherwise (it goes to ``.grad``).
+    The first gradient is copied in (cast to the bucket's dtype, as ``.grad``'s copy is); a
+    second backward() adds to it, as to ``.grad``."""
+    views = _buckets.views
+    if views is None:
+        return False
+    view = views.get(id(tensor))
+    if view is None:
+        return False
+    if not isinstance(gradient, np.ndarray):        # a Tensor: backward(create_graph=True)
+        raise RuntimeError("backward(create_graph=True) inside gradients_into: a bucket holds numbers, "
+                           "not a graph; differentiate outside it")
+    if id(tensor) in _buckets.filled:
+        view += gradient
+    else:
+        np.copyto(view, gradient, casting="same_kind")
+        _buckets.filled.add(id(tensor))
+    return True
 
 
 class FlatParameters:
@@ -51,6 +90,23 @@ class FlatParameters:
     def views(self, flat: np.ndarray) -> list:
         """Each parameter's part of ``flat``, shaped like the parameter."""
         return [flat[lo:hi].reshape(shape) for lo, hi, shape in zip(self.offsets, self.offsets[1:], self.shapes)]
+
+    @contextlib.contextmanager
+    def gradients_into(self, bucket: np.ndarray):
+        """While entered, ``backward()`` on this thread writes each parameter's gradient into its
+        part of ``bucket`` (a flat array from ``new_array``), never into ``.grad``: two threads
+        can then each run a piece's ``loss.backward()`` into a bucket of its own. Yields a list
+        filled on exit with one entry per parameter: True where a gradient arrived."""
+        if _buckets.views is not None:
+            raise RuntimeError("gradients_into: already entered on this thread; one bucket at a time")
+        received = []
+        _buckets.views = {id(p): view for p, view in zip(self.params, self.views(bucket))}
+        _buckets.filled = set()
+        try:
+            yield received
+        finally:
+            received.extend(id(p) in _buckets.filled for p in self.params)
+            _buckets.views = _buckets.filled = None
 
     def pack(self, arrays, flat: np.ndarray):
         """Copy ``arrays`` (one per parameter, its shape) into their parts of ``flat``."""

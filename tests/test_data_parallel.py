@@ -81,6 +81,24 @@ def test_the_halves_give_the_one_piece_gradient_and_loss():
         np.testing.assert_allclose(p.grad, whole[name], rtol=2e-4, atol=1e-7, err_msg=name)
 
 
+def test_piece_backward_is_one_process_loss_backward():
+    """The step's micro-step, run outside the seam on a whole batch, is a single process's
+    ``loss.backward()``: it sets every ``.grad`` to what the one-piece seam gives, at the seam's
+    BLAS thread count (OpenBLAS's products on AVX2 round differently on one thread and on two)."""
+    trainer = DateTrainer(SMALL, TrainConfig(steps=10, batch_size=16, eval_every=0, checkpoint_every=0, pieces=1))
+    batch = trainer.sample_batch()
+    with blas_threads(1):
+        loss, tokens, rows = trainer.piece_backward(batch)
+    plain = {name: p.grad.copy() for name, p in trainer.model.named_parameters()}
+    for p in trainer.model.parameters():
+        p.grad = None
+    computed = trainer.gradients(batch)
+    assert computed.blas_threads == 1
+    assert computed.loss == loss.item() and computed.tokens == tokens
+    for name, p in trainer.model.named_parameters():
+        np.testing.assert_array_equal(p.grad, plain[name], err_msg=name)
+
+
 def test_the_cut_is_fixed_by_the_batch_size_alone():
     assert data_parallel.pieces(128) == [(0, 64), (64, 128)]
     assert data_parallel.pieces(31) == [(0, 15), (15, 31)]

@@ -201,3 +201,83 @@ def test_a_resumed_run_is_flat_again(tmp_path, adam_calls):
     del adam_calls[:]
     resumed.train_step()
     assert adam_calls == [(resumed.flat_params.size,)]
+
+
+# ------------------------------------------------------------ backward() into a bucket of its own
+def quadratic_loss(params, scale):
+    """A loss that reaches ``params`` in a known way: d/dp sum(scale * p**2) = 2 * scale * p."""
+    total = None
+    for p in params:
+        term = (p * p * scale).sum()
+        total = term if total is None else total + term
+    return total
+
+
+def test_backward_inside_gradients_into_fills_the_bucket_and_leaves_grad_alone():
+    flat = FlatParameters(make_params())
+    bucket = flat.new_array()
+    with flat.gradients_into(bucket) as received:
+        quadratic_loss(flat.params, 3.0).backward()
+    assert received == [True] * len(SHAPES)
+    assert all(p.grad is None for p in flat.params)
+    for p, view in zip(flat.params, flat.views(bucket)):
+        np.testing.assert_array_equal(view, (p.data * np.float32(3.0) + p.data * np.float32(3.0)))
+    quadratic_loss(flat.params, 3.0).backward()            # outside: .grad as ever
+    for p, view in zip(flat.params, flat.views(bucket)):
+        np.testing.assert_array_equal(p.grad, view)
+
+
+def test_a_second_backward_adds_to_the_bucket_as_to_grad():
+    flat = FlatParameters(make_params())
+    bucket = flat.new_array()
+    bucket[:] = 99.0                                        # last step's numbers: overwritten, not added to
+    with flat.gradients_into(bucket):
+        quadratic_loss(flat.params, 1.0).backward()
+        quadratic_loss(flat.params, 2.0).backward()
+    quadratic_loss(flat.params, 1.0).backward()
+    quadratic_loss(flat.params, 2.0).backward()
+    np.testing.assert_array_equal(bucket, np.concatenate([p.grad.reshape(-1) for p in flat.params]))
+
+
+def test_a_parameter_the_loss_does_not_reach_is_reported():
+    flat = FlatParameters(make_params())
+    with flat.gradients_into(flat.new_array()) as received:
+        quadratic_loss(flat.params[:2], 1.0).backward()
+    assert received == [True, True, False, False]
+
+
+def test_two_threads_backward_at_once_each_into_its_own_bucket():
+    """What the data-parallel seam does: two pieces' backward() at the same time, no gradient mixed."""
+    import threading
+    flat = FlatParameters(make_params())
+    buckets = [flat.new_array() for _ in range(2)]
+    start = threading.Barrier(2)
+
+    def piece(i):
+        start.wait()
+        for _ in range(50):                                 # long enough to interleave
+            with flat.gradients_into(buckets[i]):
+                quadratic_loss(flat.params, float(i + 1)).backward()
+
+    threads = [threading.Thread(target=piece, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i, bucket in enumerate(buckets):
+        alone = FlatParameters(make_params())
+        quadratic_loss(alone.params, float(i + 1)).backward()
+        np.testing.assert_array_equal(bucket, np.concatenate([p.grad.reshape(-1) for p in alone.params]))
+    assert all(p.grad is None for p in flat.params)
+
+
+def test_gradients_into_refuses_a_graph_and_a_second_bucket():
+    flat = FlatParameters(make_params(np.float64))
+    with flat.gradients_into(flat.new_array()):
+        with pytest.raises(RuntimeError, match="create_graph=True.*differentiate outside"):
+            quadratic_loss(flat.params, 1.0).backward(create_graph=True)
+        with pytest.raises(RuntimeError, match="already entered"):
+            with flat.gradients_into(flat.new_array()):
+                pass
+    quadratic_loss(flat.params, 1.0).backward(create_graph=True)     # outside it, as ever
+    assert all(p.grad is not None for p in flat.params)

@@ -82,9 +82,9 @@ def test_kernel_equals_its_loops_and_numpy(m, k, n, a_kind, b_kind, dtype):
     a = layout(rand((3, m, k), dtype, 3), a_kind)
     b = layout(rand((2, 1, k, n), dtype, 4), b_kind)
     want = np.matmul(a, b)  # (2, 3, m, n)
-    np.testing.assert_allclose(matmul_kernels._matmul_batched(a, b), want, **TOL[dtype])
+    np.testing.assert_allclose(matmul_kernels.matmul_batched(a, b), want, **TOL[dtype])
     if m * k * n <= 2000:  # plain Python loops: small cases only
-        got = matmul_kernels._matmul_batched(a, b, kernel=matmul_kernels.matmul_loops)
+        got = matmul_kernels.matmul_batched(a, b, kernel=matmul_kernels.matmul_loops)
         np.testing.assert_allclose(got, want, **TOL[dtype])
 
 
@@ -96,14 +96,14 @@ def test_kernel_on_the_attention_products(dtype):
     g = heads(8, 19, dtype, 9)
     for a, b in [(q, k.swapaxes(-1, -2)), (p, v), (g, v.swapaxes(-1, -2)), (p.swapaxes(-1, -2), g),
                  (q.swapaxes(-1, -2), p), (q[:, :, :1], k.swapaxes(-1, -2))]:  # the last: decoding, one query
-        np.testing.assert_allclose(matmul_kernels._matmul_batched(a, b), np.matmul(a, b), **TOL[dtype])
+        np.testing.assert_allclose(matmul_kernels.matmul_batched(a, b), np.matmul(a, b), **TOL[dtype])
 
 
 # --------------------------------------------------------------------------- the dispatch rule
 def test_dispatch_rule_on_the_models_shapes():
     """Kernel where it measured faster (docs/kernels.md): P @ V, dS @ K and P^T @ g at 12 and 19
     positions, batch 128 x 4 heads; np.matmul for the rest."""
-    use = matmul_kernels._use_numba_matmul
+    use = matmul_kernels.use_numba_matmul
     f32 = np.float32
     wide = kernels.lanes(np.empty(0, f32)) == 16  # AVX-512: a tile is 32 columns, the head size 16 is not a whole one
     q, k, v = heads(128, 19, f32, 0), heads(128, 19, f32, 1), heads(128, 12, f32, 2)
@@ -125,14 +125,14 @@ def test_dispatch_rule_on_the_models_shapes():
 
 
 def test_matmul_calls_the_kernel_exactly_where_the_rule_says(monkeypatch):
-    calls, real = [], matmul_kernels._matmul_batched
-    monkeypatch.setattr(matmul_kernels, "_matmul_batched", lambda a, b: calls.append((a.shape, b.shape)) or real(a, b))
+    calls, real = [], matmul_kernels.matmul_batched
+    monkeypatch.setattr(matmul_kernels, "matmul_batched", lambda a, b: calls.append((a.shape, b.shape)) or real(a, b))
     cases = [(rand((128, 4, 19, 19), np.float32), heads(128, 19, np.float32, 1)),
              (heads(128, 19, np.float32, 2), heads(128, 19, np.float32, 3).swapaxes(-1, -2)),
              (rand((40, 64), np.float32), rand((64, 32), np.float32))]
     for a, b in cases:
         np.testing.assert_allclose(matmul_arrays(a, b), np.matmul(a, b), **TOL[np.float32])
-    expected = [(a.shape, b.shape) for a, b in cases if matmul_kernels._use_numba_matmul(a, b)]
+    expected = [(a.shape, b.shape) for a, b in cases if matmul_kernels.use_numba_matmul(a, b)]
     assert calls == expected and len(expected) == (kernels.lanes(np.empty(0, np.float32)) != 16)
 
 
@@ -153,7 +153,7 @@ _KERNEL_CHECK = """
         a = r.standard_normal((3, m, k)).astype(dt).swapaxes(-1, -2).copy().swapaxes(-1, -2)
         b = r.standard_normal((3, k, n)).astype(dt)
         tol = 2e-5 if dt == np.float32 else 1e-12
-        np.testing.assert_allclose(MK._matmul_batched(a, b), a @ b, rtol=tol, atol=tol)
+        np.testing.assert_allclose(MK.matmul_batched(a, b), a @ b, rtol=tol, atol=tol)
     print(lanes(np.empty(0, np.float32)))
 """
 

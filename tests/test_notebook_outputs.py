@@ -88,3 +88,45 @@ def test_the_translation_exercise_labels_rows_by_what_they_write_and_answers_all
     first, month = re.search(r"puts ([\d.]+) of its weight on the year's first digit .* and ([\d.]+) on the month's",
                              printed).groups()
     assert float(first) > 0.5 > float(month)
+
+
+def printed(cell):
+    return "".join(out.get("text", "") for out in cell.outputs if out.get("name") == "stdout")
+
+
+def as_read(program):
+    """A printed program's lines as a reader takes them: the alignment of the comments aside."""
+    return [" ".join(line.split()) for line in program.strip().splitlines()]
+
+
+def test_the_printed_step_in_the_autograd_notebook_is_what_todays_trace_prints():
+    import contextlib
+    import io
+    cell = code_cell("autograd_from_the_inside.ipynb", "minigrad.trace(")
+    today = io.StringIO()
+    with contextlib.redirect_stdout(today):
+        exec(compile(cell.source, "<cell>", "exec"), {"np": np})
+    assert as_read(printed(cell)) == as_read(today.getvalue()), \
+        "today's trace prints another step: re-execute notebooks/autograd_from_the_inside.ipynb and commit it"
+
+
+def test_the_printed_step_reads_as_the_notebook_says():
+    """The markdown before the cell tells the reader what to find: one line per op, the backward
+    rules in the reverse order of the forward ops, the sums of a tensor used twice, the .grad adds."""
+    notebook = nbformat.read(os.path.join(NOTEBOOKS, "autograd_from_the_inside.ipynb"), as_version=4)
+    index = next(i for i, c in enumerate(notebook.cells) if c.cell_type == "code" and "minigrad.trace(" in c.source)
+    text, program = notebook.cells[index - 1].source, printed(notebook.cells[index])
+    assert "docs/tracing.md" in text
+    forward, backward = program.split("# forward\n")[1].split("# backward\n")
+    ops = re.findall(r"^\s+(t\d+) = (\w+)\(", forward, re.M)
+    assert [name for name, _ in ops] == [f"t{i}" for i in range(len(ops))]                 # one line per op
+    assert "SelfAttentionCore" in [op for _, op in ops]
+    rules = re.findall(r"= (\w+)\.backward\(g_(t\d+)\)", backward)
+    assert rules == [(op, name) for name, op in reversed(ops)]                       # every rule, in reverse
+    last = ops[-1][0]
+    assert f"g_{last} = ones_like({last})" in text and f"g_{last} = ones_like({last})" in program
+    sums = re.findall(r"^\s+g_(t\d+) = g_\1 \+ g_\1_0$", backward, re.M)
+    assert sums and all(f"`{name}`" in text for name in sums)                        # the sums the text names
+    assert "g_t7 = g_t7 + g_t7_0" in text and "g_t7 = g_t7 + g_t7_0" in program
+    parameters = set(re.findall(r"\b(\w+_(?:weight|bias))\b", forward))
+    assert sorted(re.findall(r"^\s+(\w+)\.grad \+= g_\1$", backward, re.M)) == sorted(parameters)  # each .grad

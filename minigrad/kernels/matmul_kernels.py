@@ -83,7 +83,7 @@ def _matmul_kernel(a, a_items, a_row, a_col, b, b_items, b_row, out, K):
         rows_times(a, a_items[p], a_row, a_col, b, b_items[p], b_row, flat(out), p * M * N, N, M, N, K)
 
 
-def _use_numba_matmul(a, b):
+def use_numba_matmul(a, b):
     """The kernel where it measured faster than np.matmul: >= 64 float matrices of 12 to 32 rows,
     K <= 32, N whole tiles up to 32, B's rows contiguous (op-by-op attention's P @ V, dS @ K, Pᵀ @ G)."""
     if a.ndim < 3 or b.ndim < 3 or a.dtype != b.dtype or a.dtype.char not in "fd":
@@ -123,13 +123,13 @@ def _example(rng, dtype, size):
             rng.standard_normal((batch, length, columns)).astype(dtype))
 
 
-@kernel_for(matmul_arrays, fits=_use_numba_matmul, example=_example, compiled=[_matmul_kernel])
+@kernel_for(matmul_arrays, fits=use_numba_matmul, example=_example, compiled=[_matmul_kernel])
 def matmul(a, b):
     """``a @ b`` for a batch of small matrices (batch dims broadcast like np.matmul)."""
-    return _matmul_batched(a, b)
+    return matmul_batched(a, b)
 
 
-def _matmul_batched(a, b, kernel=None):
+def matmul_batched(a, b, kernel=None):
     """``a @ b`` by ``kernel`` (the Numba kernel; ``matmul_loops`` in the tests) into a fresh
     C-contiguous array (operands without empty dimensions)."""
     kernel = _matmul_kernel if kernel is None else kernel

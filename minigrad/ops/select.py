@@ -14,7 +14,7 @@ def masked_fill(a, mask, value):
     On a finite array it is ``a * keep + fill``, two passes whose ``keep`` and ``fill`` have the
     mask's shape: for attention scores (B, h, T, S) and a padding mask (B, 1, 1, S), np.where
     measured ~5x slower. Not for inf or NaN input (inf * 0 would be NaN): np.where then."""
-    if xp._is_tensor(a) or not np.isfinite(a).all():
+    if xp.is_tensor(a) or not np.isfinite(a).all():
         return xp.where(mask, a.dtype.type(value), a)
     out = a * (~mask).astype(a.dtype)
     out += np.where(mask, a.dtype.type(value), a.dtype.type(0))

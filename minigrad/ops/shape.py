@@ -111,7 +111,7 @@ class IndexAdd(Function):
 
 def index_add(grad, index, shape):
     """zeros(shape) with ``grad`` added at ``index``: numpy for arrays, the op for Tensors."""
-    if not xp._is_tensor(grad):     # an array, or a numpy scalar from a 0-d product
+    if not xp.is_tensor(grad):     # an array, or a numpy scalar from a 0-d product
         return _index_add(np.asarray(grad), index, shape)
     return IndexAdd.apply(grad, index=index, shape=shape)
 

@@ -16,12 +16,10 @@ import numpy as np
 from .. import tensor_type
 
 
-def _is_tensor(x) -> bool:
+def is_tensor(x) -> bool:
     # the first-order pass (arrays) is the hot one: decide it without an import
     return type(x) is not np.ndarray and hasattr(x, "grad_fn")
 
-
-is_tensor = _is_tensor
 
 
 def call(function, *args):
@@ -32,39 +30,39 @@ def call(function, *args):
     forward mode) it runs the numpy definition, written with what arrays and Tensors
     share, so the call is recorded op by op (a kernel takes arrays only)."""
     for x in args:
-        if _is_tensor(x):
+        if is_tensor(x):
             return getattr(function, "numpy", function)(*args)
     return function(*args)
 
 
 def where(condition, a, b):
     """``a`` where the constant boolean ``condition`` holds, else ``b``."""
-    if _is_tensor(a) or _is_tensor(b):
+    if is_tensor(a) or is_tensor(b):
         from .select import where as tensor_where
         return tensor_where(condition, a, b)
     return np.where(condition, a, b)
 
 
 def exp(x):
-    return x.exp() if _is_tensor(x) else np.exp(x)
+    return x.exp() if is_tensor(x) else np.exp(x)
 
 
 def log(x):
-    return x.log() if _is_tensor(x) else np.log(x)
+    return x.log() if is_tensor(x) else np.log(x)
 
 
 def log1p(x):
     """log(1 + x), exact near 0 (the op ``Log1p`` on Tensors)."""
-    return x.log1p() if _is_tensor(x) else np.log1p(x)
+    return x.log1p() if is_tensor(x) else np.log1p(x)
 
 
 def tanh(x):
-    return x.tanh() if _is_tensor(x) else np.tanh(x)
+    return x.tanh() if is_tensor(x) else np.tanh(x)
 
 
 def sigmoid(x):
     """1 / (1 + exp(-x)) from exp(-|x|), so that no exp overflows (the op ``Sigmoid`` on Tensors)."""
-    if _is_tensor(x):
+    if is_tensor(x):
         return x.sigmoid()
     e = np.exp(-np.abs(x))
     return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
@@ -72,11 +70,11 @@ def sigmoid(x):
 
 def constant(x):
     """The values of ``x`` as an array: for masks and the like, which carry no derivative."""
-    return x.data if _is_tensor(x) else x
+    return x.data if is_tensor(x) else x
 
 
 def moveaxis(x, source, destination):
-    if _is_tensor(x):
+    if is_tensor(x):
         order = [i for i in range(x.ndim) if i != source % x.ndim]
         order.insert(destination % x.ndim, source % x.ndim)
         return x.transpose(tuple(order))
@@ -85,13 +83,13 @@ def moveaxis(x, source, destination):
 
 def zeros(shape, like):
     """Zeros of ``shape`` in ``like``'s dtype: a constant Tensor if ``like`` is a Tensor, else an array."""
-    if _is_tensor(like):
+    if is_tensor(like):
         return tensor_type.constant(np.zeros(shape, like.dtype))
     return np.zeros(shape, like.dtype)
 
 
 def zeros_like(x):
-    if _is_tensor(x):
+    if is_tensor(x):
         return tensor_type.constant(np.zeros_like(x.data))
     return np.zeros_like(x)
 
@@ -100,14 +98,14 @@ def sign(x):
     """The sign, 0 at NaN as PyTorch's sign (numpy's is NaN there). On Tensors the op ``Sign``,
     whose derivative is exactly 0: connected to x, as PyTorch's sgn, so a gradient built from
     it still requires grad beyond first order."""
-    if _is_tensor(x):
+    if is_tensor(x):
         return x.sign()
     s = np.sign(x)
     return np.where(s == s, s, s.dtype.type(0)) if s.dtype.kind == "f" else s
 
 
 def expand_dims(x, axes):
-    if _is_tensor(x):
+    if is_tensor(x):
         shape = list(x.shape)
         for axis in sorted(axes):
             shape.insert(axis, 1)
@@ -116,14 +114,14 @@ def expand_dims(x, axes):
 
 
 def broadcast_to(x, shape):
-    if _is_tensor(x):
+    if is_tensor(x):
         return x.broadcast_to(shape)
     return np.broadcast_to(x, shape)
 
 
 def split(x, splits, axis):
     """Pieces of ``x`` along ``axis``, cut before each index in ``splits`` (``np.split``)."""
-    if _is_tensor(x):
+    if is_tensor(x):
         edges = [0, *[int(s) for s in splits], x.shape[axis]]
         return tuple(x[(slice(None),) * axis + (slice(start, stop),)] for start, stop in zip(edges, edges[1:]))
     return tuple(np.split(x, splits, axis=axis))
@@ -131,20 +129,20 @@ def split(x, splits, axis):
 
 def unstack(x, axis):
     """The slices of ``x`` along ``axis`` (the inverse of ``stack``)."""
-    if _is_tensor(x):
+    if is_tensor(x):
         return tuple(x[(slice(None),) * axis + (i,)] for i in range(x.shape[axis]))
     return tuple(np.moveaxis(x, axis, 0))
 
 
 def concatenate(pieces, axis):
-    if any(_is_tensor(p) for p in pieces):
+    if any(is_tensor(p) for p in pieces):
         from .shape import concatenate as tensor_concatenate
         return tensor_concatenate([tensor_type.as_tensor(p) for p in pieces], axis=axis)
     return np.concatenate(pieces, axis=axis)
 
 
 def stack(pieces, axis):
-    if any(_is_tensor(p) for p in pieces):
+    if any(is_tensor(p) for p in pieces):
         from .shape import stack as tensor_stack
         return tensor_stack([tensor_type.as_tensor(p) for p in pieces], axis=axis)
     return np.stack(pieces, axis=axis)

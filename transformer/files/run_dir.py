@@ -19,6 +19,7 @@ import stat
 import sys
 import time
 
+from transformer.files.output_file import atomic_output
 from transformer.files.output_folder import make_output_folder
 from transformer.parallel.processes import pid_alive
 
@@ -294,8 +295,6 @@ def cut_log(source: str, destination: str, step: int):
     """Write the records of ``source`` up to ``step`` to ``destination`` (atomically; the two
     may be the same file): a resumed run then appends without repeating a step."""
     kept = [r for r in read_log(source) if r["step"] <= step]
-    tmp = f"{destination}.tmp-{os.getpid()}"
-    with open(tmp, "w") as f:
+    with atomic_output(destination) as tmp, open(tmp, "w") as f:
         for record in kept:
             f.write(json.dumps(record) + "\n")
-    os.replace(tmp, destination)

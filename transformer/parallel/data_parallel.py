@@ -21,19 +21,22 @@ between them (the engine's bookkeeping) still takes turns. The piece count is pa
 arithmetic: another count gives other bits, and each piece pays the engine's per-op Python
 once more (4 pieces cost about 15% more a step than 2: docs/mpi.md).
 
-``BatchPieces`` is the seam the training loop sees, once: its step calls ``gradients(batch)``,
-which sets every parameter's ``.grad`` as the whole batch's ``loss.backward()`` would, and its
-run is one ``with gradients.running():`` (threads, memory, Ctrl-C). The loop knows nothing of
-pieces, workers, threads or ranks, and the task only scores a batch (``batch_loss``: each piece
-is a batch to it); ``ranks.step_gradients`` makes the seam this process needs.
+``BatchPieces`` is the seam the training loop sees, once: its run is one ``with
+gradients.running():`` (threads, memory, Ctrl-C), and its step calls ``gradients(batch)``, which
+runs the trainer's ``piece_backward(piece)`` on each piece (the task's forward and loss, then
+``loss.backward()``: what a single process does with a whole batch) and leaves in every
+parameter's ``.grad`` what the whole batch's ``loss.backward()`` would, up to the order of the
+sums. The loop knows nothing of pieces, workers, threads or ranks, and the task only scores a
+batch (``batch_loss``: each piece is a batch to it); ``ranks.step_gradients`` makes the seam
+this process needs.
 
-Not shared between the pieces: each builds its own graph and receives its own gradients
-(``minigrad.autograd.grad``: nothing is written to any ``.grad`` until the sum). With the
-parameters a ``minigrad.flat.FlatParameters``, each piece copies its gradients into a flat
-array of its own (a "bucket", what the ranks of an MPI job send each other) in its own
-thread, and the sum is a few passes over flat arrays instead of 200 small calls. Dropout
-draws from one generator, in an order two threads would not fix: a model with dropout
-runs its pieces one after the other, whatever ``workers`` says.
+Not shared between the pieces: each builds its own graph, and its ``loss.backward()`` writes
+its gradients into a flat array of its own (a "bucket", what the ranks of an MPI job send each
+other; ``minigrad.flat.FlatParameters.gradients_into``, which keeps them out of ``.grad`` on
+that thread) so two pieces can run at once. The weighted sum is then a few passes over flat
+arrays instead of 200 small calls. Dropout draws from one generator, in an order two threads
+would not fix: a model with dropout runs its pieces one after the other, whatever ``workers``
+says.
 """
 import contextlib
 from concurrent.futures import ThreadPoolExecutor
@@ -42,7 +45,7 @@ from typing import NamedTuple
 import numpy as np
 
 import minigrad
-from minigrad import autograd, observers
+from minigrad import observers
 from minigrad.flat import FlatParameters
 from transformer.parallel.memory import freed_memory_kept
 from transformer.parallel.threads import TrainingThreads, blas_threads
@@ -82,18 +85,17 @@ def run_pieces(jobs, workers: int):
     return first + handed.result()
 
 
-def piece_gradients(params, piece_loss, bucket=None):
-    """Run ``piece_loss()`` -> (mean loss Tensor, tokens it averages over, extra) with its graph on
-    this thread; returns (the loss as a float, tokens, its gradients for ``params``, extra).
-    Nothing is written to any ``.grad``: two pieces may run at once. The gradients are a tuple
-    (None for a parameter the piece did not use), or ``bucket`` (a flat array of ``params``, a
-    ``FlatParameters``, one per piece) holding them when the piece used every parameter."""
-    with minigrad.enable_grad():                   # grad mode is per thread
-        loss, tokens, extra = piece_loss()
-        grads = autograd.grad(loss, params, allow_unused=True)
-    if bucket is not None and all(g is not None for g in grads):
-        params.pack([g.data for g in grads], bucket)
-        grads = bucket
+def piece_gradients(params: FlatParameters, piece_backward, piece, bucket: np.ndarray):
+    """Run ``piece_backward(piece)`` on this thread (the forward, the loss and ``loss.backward()``
+    of one piece; it returns (the mean loss Tensor, the tokens it averages over, extra)), its
+    gradients landing in ``bucket`` (a flat array of ``params``, one per piece) and in no ``.grad``:
+    two pieces may run at once. Returns (the loss as a float, tokens, the gradients, extra): the
+    bucket when the piece reached every parameter, else one view of it per parameter (None for a
+    parameter the piece did not use)."""
+    with minigrad.enable_grad(), params.gradients_into(bucket) as received:   # grad mode is per thread
+        loss, tokens, extra = piece_backward(piece)
+    grads = bucket if all(received) else tuple(view if got else None
+                                                for view, got in zip(params.views(bucket), received))
     return float(loss.item()), tokens, grads, extra
 
 
@@ -161,7 +163,7 @@ def _array(gradient):
 
 class StepGradients(NamedTuple):
     """What a step's gradients came with: the batch's mean loss, its scored tokens, the task's
-    per-row outcome of the whole batch (``batch_loss``'s third value, the pieces' joined; None
+    per-row outcome of the whole batch (``piece_backward``'s third value, the pieces' joined; None
     if the task gives none), and how the step ran (for the log)."""
     loss: float
     tokens: int
@@ -174,11 +176,11 @@ class BatchPieces:
     """The seam between the training loop and the workers: a batch's gradients from its fixed pieces.
 
     The loop enters ``running()`` once around its steps and calls ``gradients(batch)`` once a
-    step: each piece of the batch is a batch of its own, scored by the task's
-    ``batch_loss(batch)`` -> (mean loss Tensor over its scored tokens, how many, per-row outcome
-    or None) and differentiated on a worker; their gradients, each weighted by its share of the
-    tokens, summed in piece order into every parameter's ``.grad``: as ``loss.backward()`` of the
-    whole batch would, up to the order of the sums. Returns a ``StepGradients``.
+    step: each piece of the batch is a batch of its own, run on a worker by ``piece_backward(piece)``
+    (the trainer's forward, loss and ``loss.backward()`` -> (mean loss Tensor over its scored
+    tokens, how many, per-row outcome or None)); their gradients, each weighted by its share of
+    the tokens, summed in piece order into every parameter's ``.grad``: as ``loss.backward()`` of
+    the whole batch would, up to the order of the sums. Returns a ``StepGradients``.
 
     How many threads run the pieces comes from ``threads`` (``TrainingThreads``: the run's policy,
     ``running()`` sets it) unless ``workers`` fixes it. They run on the calling thread when it
@@ -186,8 +188,8 @@ class BatchPieces:
     dropout (``in_order``: one generator, a fixed order of draws).
     """
 
-    def __init__(self, params: FlatParameters, batch_loss, in_order: bool = False, count: int = PIECES):
-        self.params, self.batch_loss, self.in_order, self.count = params, batch_loss, in_order, count
+    def __init__(self, params: FlatParameters, piece_backward, in_order: bool = False, count: int = PIECES):
+        self.params, self.piece_backward, self.in_order, self.count = params, piece_backward, in_order, count
         self.buckets = [params.new_array() for _ in range(count)]     # each piece's gradients
         self.threads = None          # the run's TrainingThreads (made on first use if no run set one)
         self.workers = None          # a fixed worker count (1 or 2), else the threads' policy chooses
@@ -225,10 +227,10 @@ class BatchPieces:
         return results, workers, blas
 
     def _job(self, piece, bucket):
-        return lambda: piece_gradients(self.params, lambda: self.batch_loss(piece), bucket)
+        return lambda: piece_gradients(self.params, self.piece_backward, piece, bucket)
 
 
 def joined_rows(results):
-    """The pieces' per-row outcomes (``batch_loss``'s third value) as the whole batch's, in row order."""
+    """The pieces' per-row outcomes (``piece_backward``'s third value) as the whole batch's, in row order."""
     rows = [extra for *_, extra in results]
     return None if any(r is None for r in rows) else np.concatenate(rows)

@@ -245,8 +245,8 @@ class RankPieces(BatchPieces):
     """``BatchPieces`` over the ranks of an MPI job: this rank computes its pieces of each batch
     (on one or two threads), the ranks exchange them, every rank combines all in piece order."""
 
-    def __init__(self, params, batch_loss, in_order: bool = False, count: int = PIECES):
-        super().__init__(params, batch_loss, in_order, count)
+    def __init__(self, params, piece_backward, in_order: bool = False, count: int = PIECES):
+        super().__init__(params, piece_backward, in_order, count)
         self.job = job()
         if self.count % self.job.size:
             raise JobError(f"mpiexec -n {self.job.size}: the processes must divide the run's {self.count} "
@@ -307,7 +307,7 @@ class RankPieces(BatchPieces):
                 rows[j, 4:] = 1
             else:                                         # some parameter unused: zeros sent, flagged unused
                 rows[j, 4:] = [g is not None for g in grads]
-                self.params.pack([np.zeros(p.shape, self.params.dtype) if g is None else np.asarray(_data(g))
+                self.params.pack([np.zeros(p.shape, self.params.dtype) if g is None else g
                                   for p, g in zip(self.params, grads)], self.sent[j])
             blobs.append(blob)
         return header, np.frombuffer(b"".join(blobs), np.uint8).copy()
@@ -333,10 +333,6 @@ def _divisors(count: int) -> list:
     return [d for d in range(1, count + 1) if count % d == 0]
 
 
-def _data(gradient):
-    return getattr(gradient, "data", gradient)
-
-
 def _array_bytes(extra) -> bytes:
     """A piece's extra (None or an array) as bytes: numpy's own format, no pickle."""
     if extra is None:
@@ -358,12 +354,12 @@ def silence_other_ranks():
         sys.stdout = sys.stderr = open(os.devnull, "w")
 
 
-def step_gradients(params: FlatParameters, batch_loss, in_order: bool = False, count: int = PIECES):
+def step_gradients(params: FlatParameters, piece_backward, in_order: bool = False, count: int = PIECES):
     """The seam of this process: ``BatchPieces``, or in an MPI job of several processes the ranks'
     (``ranks.RankPieces``: each process computes its share of the ``count`` pieces)."""
     if job_size() > 1:
-        return RankPieces(params, batch_loss, in_order, count)
-    return BatchPieces(params, batch_loss, in_order, count)
+        return RankPieces(params, piece_backward, in_order, count)
+    return BatchPieces(params, piece_backward, in_order, count)
 
 
 def writes_the_run() -> bool:

@@ -1,6 +1,6 @@
 """The bookkeeping around the steps of one training session, one small piece per concern.
 
-``Trainer.run`` (training.py) reads as the steps of training; what happens around each
+``Trainer.run`` (trainer.py) reads as the steps of training; what happens around each
 step lives here:
 
     TrainingClock      training seconds (a resumed run continues its clock), step times

@@ -1,12 +1,13 @@
 """The training loop: Adam with warm-up, a learning-rate schedule, checkpoints, resume.
 
 One step reads as the textbook's (``Trainer.train_step``): a batch, its forward, loss and
-backward, clip the gradients' norm, an Adam step, the schedule. A task gives its data,
-batches, a batch's loss and evaluation (``dates.DateTrainer``, ``next_word.NextWordTrainer``).
-How a batch's gradients are spread over workers (its fixed pieces, on one or two threads, or
-over the processes of an MPI job: ``transformer/parallel/``) is one seam: the step calls
-``self.gradients(batch)`` where a single process would call ``loss.backward()``, and ``run``
-enters ``self.gradients.running()`` once around the steps.
+``loss.backward()`` (``piece_backward``), clip the gradients' norm, an Adam step, the schedule.
+A task gives its data, batches, a batch's loss and evaluation (``dates.DateTrainer``,
+``next_word.NextWordTrainer``). How a batch is spread over workers (its fixed pieces, on one or
+two threads, or over the processes of an MPI job: ``transformer/parallel/``) is one seam, as
+nanoGPT's gradient accumulation and DDP are: the step hands the batch to
+``self.gradients(batch)``, which runs ``piece_backward`` on each piece and adds their gradients
+into ``.grad``, and ``run`` enters ``self.gradients.running()`` once around the steps.
 
 Everything random (initial weights, dropout, batches) comes from generators
 seeded by ``TrainConfig.seed`` whose states go into every checkpoint, so a run
@@ -111,9 +112,10 @@ class Trainer(ABC):
         self._dropouts = [m for _, m in self.model.named_modules() if isinstance(m, minigrad.nn.Dropout)]
         # one flat array of values and one of gradients: Adam updates all in one call (minigrad/flat.py)
         self.flat_params = FlatParameters(self.model.parameters())
-        # a batch's loss.backward(), its fixed pieces spread over one or two threads or the processes
-        # of an MPI job (transformer/parallel/): the same numbers every way
-        self.gradients = step_gradients(self.flat_params, self.batch_loss, self._draws_dropout(), self.config.pieces)
+        # runs piece_backward on the batch's fixed pieces, over one or two threads or the processes
+        # of an MPI job (transformer/parallel/), and adds their gradients: the same numbers every way
+        self.gradients = step_gradients(self.flat_params, self.piece_backward, self._draws_dropout(),
+                                        self.config.pieces)
         self.writer = writes_the_run()   # False on an MPI job's ranks but 0: rank 0 writes for all
         self.optimizer = optim.Adam(self.flat_params, lr=self.config.lr, betas=self.config.betas,
                                     eps=self.config.eps)
@@ -175,8 +177,8 @@ class Trainer(ABC):
         """One optimizer step: a fresh batch, its loss and gradients, clip, Adam, the learning-rate schedule."""
         batch = self.sample_batch()
         lr = self.optimizer.lr
-        # forward, loss and backward of the batch (loss.backward() in one process; here its pieces
-        # spread over threads or MPI ranks, transformer/parallel/): every parameter's .grad is set
+        # piece_backward on each of the batch's pieces (on threads or MPI ranks: transformer/parallel/),
+        # their gradients added by share of tokens: every .grad is the whole batch's loss.backward()
         computed = self.gradients(batch)
         estimate = self.batch_estimate(computed.rows)       # of the model this batch saw
         grad_norm = optim.clip_grad_norm(self.flat_params, self.config.clip) if self.config.clip else None
@@ -186,6 +188,14 @@ class Trainer(ABC):
         return {"step": self.step, "loss": computed.loss, "lr": lr, "grad_norm": grad_norm,
                 "tokens": computed.tokens, "batch_exact_match": estimate,
                 "blas_threads": computed.blas_threads, "workers": computed.workers}
+
+    def piece_backward(self, piece: tuple):
+        """Forward, loss and backward of one piece of a batch, as a single process trains on a whole
+        batch (nanoGPT's micro-step). The seam runs it for each piece, each on its own thread with
+        its own gradient bucket; -> (the loss, its scored tokens, the per-row outcome)."""
+        loss, tokens, rows = self.batch_loss(piece)     # forward: the mean loss over the piece's scored tokens
+        loss.backward()                                 # the gradients, into this piece's bucket
+        return loss, tokens, rows
 
     def _draws_dropout(self) -> bool:
         """Whether the model draws dropout masks: then its pieces run one after the other (one
