@@ -174,7 +174,7 @@ def parse_rungs(text: str) -> list:
     names = [rung_name(rung) for rung in RUNGS]
     wanted = [part.strip().lower().replace(" ", "-") for part in text.split(",") if part.strip()]
     if not wanted:
-        raise ValueError(f"--rungs names no rung; name some of {', '.join(names)}, or leave it out for all nine")
+        raise ValueError(f"--rungs names no rung; name some of {', '.join(names)}, or leave it out for all of them")
     unknown = [name for name in wanted if name not in names]
     if unknown:
         raise ValueError(f"--rungs: unknown rung {unknown[0]!r}; the rungs are {', '.join(names)}")
@@ -225,7 +225,7 @@ def parse_args(argv):
     parser.add_argument("--jobs", type=int, default=defaults.jobs, choices=(1, 2),
                         help="trainings at once, one core each (the numbers do not depend on it)")
     parser.add_argument("--rungs", metavar="NAMES", default=None,
-                        help="only these rungs, e.g. positions,heads (default: all nine: "
+                        help="only these rungs, e.g. positions,heads (default: all of them: "
                              + ", ".join(rung_name(rung) for rung in RUNGS) + ")")
     parser.add_argument("--without", metavar="KINDS", default=None,
                         help="train and score on the language without these sentence kinds, e.g. blend "

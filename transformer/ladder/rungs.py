@@ -1,4 +1,4 @@
-"""The rungs: from the last word to self-attention, one idea each.
+"""The rungs: from the last word to self-attention and two layers, one idea each.
 
 Every rung turns the words so far into one *context vector* per position, and the same
 classifier scores the next word from it: the dot product of the context vector with every
@@ -14,13 +14,19 @@ vector changes (X holds the T word embeddings, one row per word):
     SeparateMaps  softmax((X W_q)(X W_k)ᵀ / sqrt(d), causal) (X W_v)  queries and keys apart: pull can be one-way
     Positions     SeparateMaps on X + P                               where each word stands
     Heads         four SeparateMaps side by side on X + P, d/4 each   several pulls at once, each its own values
-    FullBlock     two decoder-only blocks: feed-forward, residuals, layer norm, a second layer
+    TwoLayers     H = X + heads(X); context = H + heads'(H)           a second layer reads the first's output
+    LayerNorm     the same, each sum normalised: LN(X + heads(X))     every layer's output kept at one scale
+    FullBlock     the project's decoder-only model                     (and W_o, own classifier, feed-forward, ...)
 
 Rungs 4-7 start where the rung below stands (a new map as the identity, positions as zero);
 heads starts close to positions but not exactly (each head scores in its own d/4 dimensions).
-The full block is the whole decoder-only model: besides its idea it has its own classifier,
-W_o, Xavier initialisation, random positions, embeddings scaled by sqrt(d) and its own
-learning rate; docs/ladder.md lists every difference (tests/test_ladder_rung_differences.py).
+Two layers share the heads rung's weights and add a second layer whose W_v starts at zero, so the
+second layer adds nothing before training (the residual does: each word's own vector). Both
+two-layer rungs train at 3e-3, not 1e-2 (docs/ladder.md measures why). The full block is the whole
+decoder-only model: besides the layer norm rung's ideas it has W_o and biases, its own classifier, a
+feed-forward, Xavier initialisation, random positions and embeddings scaled by sqrt(d);
+docs/ladder.md lists every difference and measures what each buys
+(tests/test_ladder_rung_differences.py).
 
 Why Values is a rung of its own: with the classifier tied to the embeddings, a word that is
 moved as itself votes for the words like it, and "like" is symmetric (x_a · x_b = x_b · x_a),
@@ -86,6 +92,10 @@ class Rung(nn.Module):
         context = self.context(self.embed(ids))                    # (B, T, d)
         if at is not None:
             context = context[np.arange(len(at)), at]              # (B, d)
+        return self.classify(context)
+
+    def classify(self, context) -> Tensor:
+        """Context vectors (..., d) -> a score per word (..., vocab)."""
         return context @ self.embedding.weight.T + self.bias       # each word: its vector · the context
 
     def weights(self, ids) -> np.ndarray:
@@ -181,18 +191,93 @@ class Heads(Positions):
         batch, length, _ = x.shape
         return x.reshape(batch, length, self.num_heads, -1).transpose(0, 2, 1, 3)    # (B, h, T, d/h)
 
-    def scores(self, x):
+    def scores(self, x, maps=None):
+        """Each head's scores (B, h, T, T) under ``maps``' W_q and W_k (default: this rung's own)."""
+        maps = maps or self
         d_k = self.d_model // self.num_heads
-        return self.split(self.w_q(x)) @ self.split(self.w_k(x)).swapaxes(-1, -2) / math.sqrt(d_k)  # (B, h, T, T)
+        return self.split(maps.w_q(x)) @ self.split(maps.w_k(x)).swapaxes(-1, -2) / math.sqrt(d_k)
+
+    def attend(self, x, maps=None):
+        """The heads side by side (B, T, d): each head's weights times its values under ``maps``."""
+        maps = maps or self
+        heads = causal_softmax(self.scores(x, maps)) @ self.split(maps.w_v(x))      # (B, h, T, d/h)
+        batch, _, length, _ = heads.shape
+        return heads.transpose(0, 2, 1, 3).reshape(batch, length, self.d_model)
 
     def context(self, x):
-        heads = causal_softmax(self.scores(x)) @ self.split(self.w_v(x))             # (B, h, T, d/h)
-        batch, _, length, _ = heads.shape
-        return heads.transpose(0, 2, 1, 3).reshape(batch, length, self.d_model)      # (B, T, d) the heads side by side
+        return self.attend(x)
 
     def weights(self, ids):
         """The heads' weights averaged: (B, T, T)."""
         return super().weights(ids).mean(axis=1)
+
+
+class LayerMaps(nn.Module):
+    """A further layer's own W_q, W_k and W_v. W_q and W_k start as the identity, as on every rung;
+    W_v starts at zero where the layer is added to its input, so the new layer adds nothing before
+    training and the rung starts where the rung below stands."""
+
+    def __init__(self, d_model: int, values_start_at_zero: bool):
+        self.w_q, self.w_k, self.w_v = identity_map(d_model), identity_map(d_model), identity_map(d_model)
+        if values_start_at_zero:
+            self.w_v.weight.data[:] = 0.0
+
+
+class TwoLayers(Heads):
+    """The heads rung, then a second layer of four heads reading the first layer's output. Each layer
+    is added to its input (a residual connection): the second layer reads every word's own vector
+    plus what the first layer moved to it, and the gradient reaches the first layer past the second."""
+
+    name, idea = "two layers", "a second layer of heads reads the first's output; each layer is added to its input"
+    residuals = True
+
+    def __init__(self, vocab_size, d_model, max_len):
+        super().__init__(vocab_size, d_model, max_len)
+        self.layer2 = LayerMaps(d_model, values_start_at_zero=self.residuals)
+
+    @classmethod
+    def learning_rate(cls, config) -> float:
+        return config.layers_lr          # at the one-layer rungs' 1e-2 two layers do not learn recall
+
+    def attention(self, x, index: int, maps=None):
+        """Layer ``index``'s (0, 1) heads side by side on ``x``: (B, T, d)."""
+        return self.attend(x, maps)
+
+    def layer(self, x, index: int, maps=None):
+        """Layer ``index`` on ``x``: its attention's output, added to ``x`` (the residual)."""
+        out = self.attention(x, index, maps)
+        return x + out if self.residuals else out
+
+    def layers(self, x):
+        """[the input, the first layer's output, the second's]: every layer's input and output."""
+        first = self.layer(x, 0)
+        return [x, first, self.layer(first, 1, self.layer2)]
+
+    def context(self, x):
+        return self.layers(x)[-1]
+
+    def attention_maps(self, ids) -> np.ndarray:
+        """(layers, B, heads, T, T): every head's weights on ``ids``."""
+        x, first, _ = self.layers(self.embed(ids))
+        return np.stack([causal_softmax(self.scores(x)).data, causal_softmax(self.scores(first, self.layer2)).data])
+
+    def weights(self, ids):
+        """The second layer's weights, averaged over its heads: (B, T, T)."""
+        return self.attention_maps(ids)[-1].mean(axis=1)
+
+
+class LayerNorm(TwoLayers):
+    """Two layers, each layer's sum (its input plus its output) normalised: post-norm, as in the
+    project's model and "Attention Is All You Need"."""
+
+    name, idea = "layer norm", "each layer's sum is normalised to mean 0 and variance 1 (then a learned scale and shift)"
+
+    def __init__(self, vocab_size, d_model, max_len):
+        super().__init__(vocab_size, d_model, max_len)
+        self.norms = nn.ModuleList([nn.LayerNorm(d_model), nn.LayerNorm(d_model)])
+
+    def layer(self, x, index, maps=None):
+        return self.norms[index](super().layer(x, index, maps))
 
 
 class FullBlock(nn.Module):
@@ -228,4 +313,4 @@ class FullBlock(nn.Module):
         return self.attention_maps(ids)[-1].mean(axis=1)
 
 
-RUNGS = (LastWord, Average, DotProduct, Values, SharedMap, SeparateMaps, Positions, Heads, FullBlock)
+RUNGS = (LastWord, Average, DotProduct, Values, SharedMap, SeparateMaps, Positions, Heads, TwoLayers, LayerNorm, FullBlock)
