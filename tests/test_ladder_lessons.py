@@ -1,7 +1,7 @@
 """The ladder's lessons, as docs/ladder.md states them, on every seed of the default run.
 
 The run is committed: ``docs/ladder-run.json`` is what ``attention-ladder --seeds 0-9 --json
-docs/ladder-run.json`` writes (nine rungs on seeds 0-9, about 9 min on two quiet cores), and
+docs/ladder-run.json`` writes (eleven rungs on seeds 0-9, about 12 min on two quiet cores), and
 ``docs/ladder-positions-without-blend.json`` the ablation (``--rungs positions --without blend``).
 The lessons are checked on those numbers; the slow test re-trains one cell of every rung, each
 on a seed of 1-4, plus one cell of the ablation, and they must come out the same to the last
@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from transformer.ladder import RUNGS, LadderConfig, LadderResult, run_cells
-from transformer.ladder.experiment import REASONS, rounded, seen_facts
+from transformer.ladder.experiment import REASONS, STEPS, rounded, seen_facts
 from transformer.parallel.threads import arithmetic
 from transformer.tasks.language import KINDS, Language
 
@@ -46,7 +46,9 @@ def remake_command(record) -> str:
 # what docs/ladder.md says costs it (measured below)
 # ("unmeasured": listed in the docs as a fall whose cause is not measured yet)
 FALLS = {("shared map", "colour"): "self-pull", ("positions", "colour"): "blend", ("positions", "game"): "blend",
-         ("positions", "blend"): "unmeasured", ("values", "order"): "answers", ("dot product", "recall"): "answers"}
+         ("positions", "blend"): "unmeasured", ("values", "order"): "answers", ("dot product", "recall"): "answers",
+         ("two layers", "colour"): "unmeasured", ("two layers", "swap"): "unmeasured",
+         ("two layers", "blend"): "unmeasured"}
 
 
 def ablation_path(name, kind) -> str:
@@ -67,19 +69,33 @@ def ladder():
 
 
 def gain_over(ladder, name, kind):
-    """The next rung's accuracy minus this rung's on ``kind``, per seed."""
+    """The next rung's accuracy minus this rung's on ``kind``, per seed; the next rung that is not one
+    of the ``STEPS`` towards it."""
     rungs, _ = ladder
-    names = [r.name for r in RUNGS]
+    names = [r.name for r in RUNGS if r.name not in STEPS]
     after = rungs[names[names.index(name) + 1]]
     return np.subtract(after.accuracy[kind], rungs[name].accuracy[kind])
 
 
 def test_each_rung_fails_a_kind_and_the_next_rung_fixes_it_on_every_seed(ladder):
-    names = [r.name for r in RUNGS]
+    names = [r.name for r in RUNGS if r.name not in STEPS]
     assert [name for name, _ in REASONS] == names[:-1]          # every rung but the last has its lesson
     for (name, kind) in REASONS:
         gain = gain_over(ladder, name, kind)
         assert gain.min() >= 0.20, f"the rung after {name} on {kind}: {np.round(100 * gain)} points"
+
+
+def test_the_steps_to_recall(ladder):
+    """docs/ladder.md, "From heads to the full block": two layers alone do not learn recall on any seed
+    of the record (under 50%, where one layer stays), layer norm learns it on some seeds but not on all,
+    and only the full block reaches 95% on every seed."""
+    rungs, _ = ladder
+    names = [r.name for r in RUNGS]
+    assert STEPS == tuple(names[names.index("heads") + 1:-1])
+    assert max(rungs["two layers"].accuracy["recall"]) < 0.5
+    norm = rungs["layer norm"].accuracy["recall"]
+    assert min(norm) < 0.95 and np.mean(norm) >= np.mean(rungs["two layers"].accuracy["recall"]) + 0.2
+    assert min(rungs["full block"].accuracy["recall"]) >= 0.95
 
 
 def test_every_fall_of_more_than_10_points_is_one_the_docs_explain(ladder):
@@ -228,7 +244,7 @@ def test_order_blind_rungs_answer_the_minimal_pair_with_one_name_twice(ladder):
     for name in ("average", "dot product", "values", "shared map", "separate maps"):
         (_, a, _), (_, b, _) = rungs[name].pair
         assert a == b, name
-    for name in ("positions", "heads", "full block"):
+    for name in ("positions", "heads", "two layers", "layer norm", "full block"):
         assert [p for _, p, _ in rungs[name].pair] == [right for _, _, right in rungs[name].pair], name
 
 

@@ -61,6 +61,11 @@ REASONS = {
                          "then the name asked about can pull its place.",
 }
 FAILING_KIND = {rung: kind for rung, kind in REASONS}
+# Rungs whose idea is a step towards the kind the rung below fails, not yet enough on every seed:
+# recall, which heads fails, needs two layers, layer norm and the full block's remaining parts
+# together (docs/ladder.md, "From heads to the full block"). The rung after heads that wins recall on
+# every seed is the full block.
+STEPS = ("two layers", "layer norm")
 PULL_KIND = "swap"          # the kind whose pull statistic is measured
 # Kinds whose answer is one of two words of the sentence: a rung blind to which is which can
 # be right half the time by naming one of them; below half, it names other words as well.
