@@ -237,7 +237,7 @@ class TwoLayers(Heads):
 
     @classmethod
     def learning_rate(cls, config) -> float:
-        return config.layers_lr          # at the one-layer rungs' 1e-2 two layers do not learn recall
+        return config.layers_lr          # at the one-layer rungs' 1e-2 layer norm learns less recall
 
     def attention(self, x, index: int, maps=None):
         """Layer ``index``'s (0, 1) heads side by side on ``x``: (B, T, d)."""
