@@ -1,18 +1,20 @@
 """What the sources teach, measured on the ladder: a value space of its own, predicting at every
 position, and the heads of the blend kind each on its own part.
 
-    python examples/ladder_sources.py --seeds 0-4 --variants heads,heads-values-keys,heads-every-position \
-        --keep runs/ladder-sources --json docs/ladder-sources.json --force
+    python examples/ladder_sources.py --seeds 0-9 --keep runs/ladder-sources --json docs/ladder-sources.json --force
+    python examples/ladder_sources.py --seeds 0 --variants heads,heads-values-keys --json /tmp/two.json
     python examples/ladder_sources.py --picture docs/images/blend_heads.png --force
 
 The first trains variants of ``transformer/ladder/variants.py`` (by default all six) on every
 seed with the ladder's budget (2,500 steps each; a heads rung takes about 16 s of CPU, a full
 block about twice that) and writes their held-out accuracy, learning curves and the heads'
-roles; ``--keep`` lets an interrupted run resume. The second trains the heads rung on seed 0 and
-draws each head's weights on a blend sentence, labelled with what it reads. docs/ladder.md
-("What the sources teach, measured") reads both.
+roles; ``--keep`` lets an interrupted run resume. The JSON file keeps one record per arithmetic
+(BLAS kernels and vector width, which round the floats and so the path training takes): a run
+replaces this machine's record and leaves the others'. The AVX2 record on an AVX-512 machine:
+prefix the command with ``NUMBA_CPU_NAME=haswell OPENBLAS_CORETYPE=Haswell MINIGRAD_VECTOR_BYTES=32``.
+The second trains the heads rung on seed 0 and draws each head's weights on a blend sentence,
+labelled with what it reads. docs/ladder.md ("What the sources teach, measured") reads both.
 """
-import json
 import os
 import sys
 
@@ -23,7 +25,9 @@ from transformer.commands.console import Parser                                 
 from transformer.commands.ladder import parse_seeds                                    # noqa: E402
 from transformer.files.output_file import PNG, OutputKind, add_force_option, check_output, write_output  # noqa: E402
 
-SOURCES_JSON = OutputKind("ladder sources JSON", lambda head, path: head.lstrip().startswith(b'{\n  "config"'))
+# the records' file as this script writes it (or, before it kept one record per machine, one record)
+SOURCES_JSON = OutputKind("ladder sources JSON",
+                          lambda head, path: head.lstrip().startswith((b'{\n  "command"', b'{\n  "config"')))
 
 
 def parse_variants(text) -> tuple:
@@ -71,14 +75,15 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     from transformer.ladder import LadderConfig
     if args.json:
-        from transformer.ladder.variants import run_variants
+        from transformer.ladder.variants import keep_record, run_variants
         config = LadderConfig(seeds=args.seeds, jobs=args.jobs)
         print(f"training {len(args.variants)} variants on seeds {', '.join(map(str, args.seeds))}, {config.steps} steps each ...",
               flush=True)
         record = run_variants(config, names=args.variants, keep=args.keep, progress=lambda run: print(f"  {run.variant}, seed {run.seed}: "
                                                                   f"{run.seconds:.0f} s", flush=True))
-        write_output(args.json, json.dumps(record, indent=2) + "\n", args.force, SOURCES_JSON, "--json")
-        print(f"wrote {args.json} ({record['seconds']:.0f} s)")
+        command = "python examples/ladder_sources.py " + " ".join(argv if argv is not None else sys.argv[1:])
+        write_output(args.json, keep_record(args.json, record, command), args.force, SOURCES_JSON, "--json")
+        print(f"wrote {args.json}, the record of {record['arithmetic']} ({record['seconds']:.0f} s)")
     if args.picture:
         from viz.blend_heads import save_blend_heads
         save_blend_heads(args.picture, LadderConfig(seeds=(0,)))

@@ -28,8 +28,6 @@ NOT_RECOMPUTED = {
                     "tests/test_explore*.py check on the page itself",
     "speed_by_size.png": "measured timings: examples/benchmark.py --sizes --write-docs draws it with the "
                          "table of docs/benchmarks.md in one run",
-    "blend_heads.png": "its labels travel inside the PNG (viz/blend_heads.py); tests/test_ladder_sources.py "
-                       "draws it again and compares them",
 }
 
 
@@ -79,25 +77,51 @@ def backward_animation_facts() -> dict:
     return {"frames": [graph_facts(frame.digraph.source) for frame in backward_frames(root, title=DEFAULT_EXPR)]}
 
 
+def first_seeds(result, count: int):
+    """``result`` (a ``LadderResult``) cut to its first ``count`` seeds: a rung's numbers on a seed
+    do not depend on the other seeds of the run, so this is the table of the shorter run."""
+    result.seeds = result.seeds[:count]
+    for rung in result.rungs:
+        for table in (rung.accuracy, rung.pull, rung.self_pull, rung.candidates):
+            for key, values in table.items():
+                table[key] = values[:count]
+        rung.seconds = rung.seconds[:count]
+    return result
+
+
 def ladder_facts(record: str = LADDER_RECORD) -> dict:
+    """The picture is the default run's (``make_readme_images.ladder_command``: seeds 0-4), which
+    is the first half of the committed ten-seed record."""
     from transformer.ladder import LadderResult
     from viz.ladder import plot_ladder
     from viz.picture_facts import figure_facts
-    figure = plot_ladder(LadderResult.load(record))
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from make_readme_images import LADDER_PICTURE_SEEDS
+    figure = plot_ladder(first_seeds(LadderResult.load(record), len(LADDER_PICTURE_SEEDS)))
     # its last panel, the weights on one sentence, comes from the live run: the record does not keep them
     figure.delaxes(figure.axes[-1])
     return {"figure": figure_facts(figure)}
 
 
 def recall_circuit_facts(checkpoint: str) -> dict:
-    """What examples/recall_circuit_picture.py shows: the two steps, the probe and the focused head."""
+    """What examples/recall_circuit_picture.py shows: the two steps, the probe, the focused head
+    (the reader) and the heads framed as the binder."""
     from transformer.training.snapshots import load_snapshots, snapshots_beside
     from viz.recall_circuit import measure_recall_circuit
     snapshots = load_snapshots(snapshots_beside(checkpoint))
     circuit = measure_recall_circuit(snapshots)
     before, row = circuit.shortcut_shown()
     return {"steps": [int(circuit.steps[before]), circuit.recall_step], "probe": str(snapshots["probe"][row]),
-            "reader head": circuit.reader_head, "binder head": circuit.binder_head}
+            "reader head": circuit.reader_head, "binder heads": [int(h) for h in circuit.binder_heads]}
+
+
+def blend_heads_facts() -> dict:
+    """What examples/ladder_sources.py --picture draws: the heads rung trained on seed 0 as the
+    ladder trains it (about 16 s of CPU), each head's title naming the role it reads."""
+    from transformer.ladder import LadderConfig
+    from viz.blend_heads import save_blend_heads
+    with tempfile.TemporaryDirectory() as folder:
+        return {"labels": save_blend_heads(os.path.join(folder, "heads.png"), LadderConfig(seeds=(0,)))}
 
 
 def machine_independent_facts() -> dict:
@@ -110,6 +134,7 @@ def machine_facts(seed: int) -> dict:
     facts = date_model_facts(os.path.join(date_run(seed), "model.npz"))
     facts["training_curves.png"] = training_curves_facts(os.path.join(date_run(seed), "train_log.jsonl"))
     facts["recall_circuit.png"] = recall_circuit_facts(os.path.join(next_word_run(seed), "model.npz"))
+    facts["blend_heads.png"] = blend_heads_facts()        # always seed 0's, as docs/ladder.md shows it
     return facts
 
 

@@ -129,8 +129,17 @@ def cross_entropy(logits: Tensor, targets, ignore_index=None, label_smoothing: f
                          f"{logits.shape[:-1]} (the class axis is last), got {target_array.shape}")
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
-    return ops.CrossEntropy.apply(logits, Tensor(target_array), ignore_index=ignore_index,
+    # the targets' own array (apply makes the tensor): a traced step then sees the batch's targets,
+    # and CrossEntropy counts the non-pad ones in its forward, anew for every batch
+    return ops.CrossEntropy.apply(logits, target_array, ignore_index=ignore_index,
                                   label_smoothing=label_smoothing)
+
+
+def array_function(fn, *arrays, **options) -> np.ndarray:
+    """``fn(*arrays, **options)`` (a numpy function of the batch: a mask, the targets to score) run
+    as an op, so that a traced step recomputes it from each batch (see ``ops/data.py``)."""
+    arrays = [a.data if isinstance(a, Tensor) else a for a in arrays]
+    return ops.ArrayFunction.apply(*arrays, fn=fn, **options).data
 
 
 def where(condition, a, b) -> Tensor:

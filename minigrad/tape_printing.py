@@ -7,8 +7,9 @@
     g2 = g2 + g2_1
 
 Names: ``t<i>`` is line i's output, ``g<...>`` its gradient; parameters by the names given to
-``trace(names=...)`` (dots become underscores), else ``p<i>``; a constant is shown by its value
-(one number) or its dtype and shape (an array read anew on every call: masks, ids, targets).
+``trace(names=...)`` (dots become underscores), else ``p<i>``; ``inputs[k]`` the call's k-th
+argument (``inputs[k][...]`` a part of it, e.g. ``tgt[:, 1:]``); any other constant by its value
+(one number) or its dtype and shape (a stored array: a cached mask, the positional rows).
 """
 import numpy as np
 
@@ -21,8 +22,9 @@ def tape_lines(tape, names):
     value_names += [f"t{line.index}" for line in tape.lines]
     out = ["def step(*inputs):", "    # forward"]
     for line in tape.lines:
-        args = [line.constants[k] if source == -1 else value_names[source] for k, source in enumerate(line.sources)]
-        options = _options_text(line.options)
+        args = [_fed(line.feeds[k], value_names, leaves) or line.constants[k] if source == -1 else value_names[source]
+                for k, source in enumerate(line.sources)]
+        options = _options_text(line.options, line.option_feeds, value_names, leaves)
         call = f"{value_names[leaves + line.index]} = {line.op.__name__}({', '.join(args + options)})"
         note = f"{tuple(line.shape)} {np.dtype(line.dtype).name}" + _kernels(line.kernels)
         out.append(f"    {call:<58}  # {note}")
@@ -62,10 +64,36 @@ def _leaf_name(leaf, i, names):
     return name.replace(".", "_") if name else f"p{i}"
 
 
-def _options_text(options):
+def _fed(feed, value_names, leaves):
+    """An input that is an earlier op's output or the call's argument, by name (else None)."""
+    if feed is None:
+        return None
+    if feed[0] == "line":
+        return value_names[leaves + feed[1]]
+    if feed[0] == "arg":
+        _, k, offset, shape, strides, _ = feed
+        return f"inputs[{k}]" if offset == 0 and _contiguous(shape, strides) else f"inputs[{k}][...]"
+    return None
+
+
+def _contiguous(shape, strides):
+    step = strides[-1] if strides else 0
+    for n, stride in zip(reversed(shape), reversed(strides)):
+        if stride != step:
+            return False
+        step *= n
+    return True
+
+
+def _options_text(options, feeds, value_names, leaves):
     parts = []
     for key, value in options.items():
-        if isinstance(value, np.ndarray):
+        fed = _fed(feeds.get(key), value_names, leaves)
+        if fed:
+            text = fed
+        elif callable(value) and hasattr(value, "__name__"):
+            text = value.__name__
+        elif isinstance(value, np.ndarray):
             text = f"const_{value.dtype}{list(value.shape)}"
         elif isinstance(value, np.random.Generator):
             text = "rng"

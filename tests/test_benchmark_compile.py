@@ -7,7 +7,6 @@ With a Python with torch named by ``MINIGRAD_TORCH_PYTHON``, ``examples/torch_st
 itself runs (a tiny model; the first compile takes a minute on two cores).
 """
 import datetime
-import importlib.util
 import json
 import os
 import stat
@@ -15,6 +14,8 @@ import subprocess
 import sys
 
 import pytest
+
+from examples_loader import load_example
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(REPO, "examples")
@@ -24,11 +25,7 @@ TINY = (16, 2, 1, 32)
 
 @pytest.fixture(scope="module")
 def sizes():
-    sys.path.insert(0, EXAMPLES)
-    spec = importlib.util.spec_from_file_location("benchmark_sizes", os.path.join(EXAMPLES, "benchmark_sizes.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_example("benchmark_sizes")
 
 
 def stand_in(tmp_path, compile_error=None, has_compile=True):

@@ -1,24 +1,19 @@
 """The explorer benchmark on tiny runs: a served page, two typed inputs each way, a time for each,
 and its table."""
-import importlib.util
-import os
 
 import pytest
 
 from explore_runs import dates_run, next_word_run
 from viz.browser import SKIP_REASON
 
-pytestmark = [pytest.mark.skipif(SKIP_REASON is not None, reason=str(SKIP_REASON)), pytest.mark.slow]
+from examples_loader import load_example
 
-SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "benchmark_explorer.py")
+pytestmark = [pytest.mark.skipif(SKIP_REASON is not None, reason=str(SKIP_REASON)), pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
 def benchmark():
-    spec = importlib.util.spec_from_file_location("benchmark_explorer", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_example("benchmark_explorer")
 
 
 @pytest.mark.parametrize("kind, run", [("next-word", next_word_run), ("dates", dates_run)])

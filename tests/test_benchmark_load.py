@@ -10,6 +10,7 @@ import textwrap
 
 import pytest
 
+from examples_loader import load_example
 from processes import alive, wait_for, wait_until_gone
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -20,10 +21,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="re
 
 @pytest.fixture(scope="module")
 def benchmark_load():
-    spec = importlib.util.spec_from_file_location("benchmark_load", os.path.join(EXAMPLES, "benchmark_load.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_example("benchmark_load")
 
 
 def cpu_seconds(pid):
@@ -158,9 +156,7 @@ def test_the_torch_check_names_the_bad_option(benchmark_load, tmp_path):
 
 
 def test_load_levels_are_parsed_or_refused():
-    spec = importlib.util.spec_from_file_location("benchmark_main", os.path.join(EXAMPLES, "benchmark.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_example("benchmark")
     assert module.load_levels("0,1,2") == [0, 1, 2]
     for bad in ("", "1,,2", "-1", "one", "99"):
         with pytest.raises(Exception, match="--load"):

@@ -1,7 +1,6 @@
 """The size benchmark: its FLOP count, its alternating rounds (a real minigrad process, a stand-in
 for PyTorch), the page and plot it writes, and its one-line refusals."""
 import ast
-import importlib.util
 import os
 import stat
 import subprocess
@@ -9,17 +8,15 @@ import sys
 
 import pytest
 
+from examples_loader import load_example
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(REPO, "examples")
 
 
 @pytest.fixture(scope="module")
 def sizes():
-    sys.path.insert(0, EXAMPLES)
-    spec = importlib.util.spec_from_file_location("benchmark_sizes", os.path.join(EXAMPLES, "benchmark_sizes.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_example("benchmark_sizes")
 
 
 def test_the_flop_count_is_the_products_of_a_step(sizes):

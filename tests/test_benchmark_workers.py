@@ -1,13 +1,14 @@
 """The workers benchmark (examples/benchmark_workers.py): its alternation, its report with every
 figure it names (a real run of one timed pair: the figures' sizes depend on the machine, so only
 their presence and sign are checked), and its one-line refusal."""
-import importlib.util
 import os
 import re
 import subprocess
 import sys
 
 import pytest
+
+from examples_loader import load_example
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(REPO, "examples")
@@ -16,11 +17,7 @@ SCRIPT = os.path.join(EXAMPLES, "benchmark_workers.py")
 
 @pytest.fixture(scope="module")
 def workers():
-    sys.path.insert(0, EXAMPLES)
-    spec = importlib.util.spec_from_file_location("benchmark_workers", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_example("benchmark_workers")
 
 
 def test_alternate_times_each_setting_once_a_pair_in_swapped_order(workers):

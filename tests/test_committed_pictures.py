@@ -11,7 +11,6 @@ The date and next-word runs behind some pictures stop at another step with anoth
 (docs/dates.md): those are compared only where the floats are rounded as on the machine that drew
 them (``facts.json``'s ``arithmetic``), and skipped with the reason elsewhere.
 """
-import importlib.util
 import json
 import os
 import re
@@ -22,6 +21,8 @@ import pytest
 from transformer.parallel.threads import arithmetic
 from viz.picture_facts import file_sha256, read_facts
 
+from examples_loader import load_example
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 IMAGES = os.path.join(REPO, "docs", "images")
 PAGES = ["README.md"] + sorted(os.path.join("docs", name) for name in os.listdir(os.path.join(REPO, "docs"))
@@ -31,11 +32,7 @@ REFRESH = ("draw it again (python examples/make_readme_images.py --seed 0) "
 
 
 def load_script():
-    spec = importlib.util.spec_from_file_location("readme_picture_facts",
-                                                  os.path.join(REPO, "examples", "readme_picture_facts.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_example("readme_picture_facts")
 
 
 def committed() -> dict:
@@ -98,6 +95,30 @@ def test_the_heatmaps_label_each_decoder_row_by_what_it_writes():
     assert rows[0] == "<sos> → J" and rows[1] == "J → a"
 
 
+def test_the_recall_circuit_picture_frames_the_circuits_heads():
+    """At both steps shown the page framed the binder's layer-0 heads and the reader's layer-1 head
+    that the circuit's measure finds (the facts), and no other: a picture of an explorer that
+    marks no head, or other heads, fails."""
+    import sys
+    sys.path.insert(0, os.path.join(REPO, "examples"))
+    from recall_circuit_picture import picture_marks
+    facts = committed()["pictures"]["recall_circuit.png"]
+    marks = picture_marks(os.path.join(IMAGES, "recall_circuit.png"))
+    assert len(marks) == len(facts["steps"]), f"recall_circuit.png carries no marks of the circuit's heads: {REFRESH}"
+    for shown in marks:
+        assert [head for module, head in shown["binder"] if ".0." in module] == facts["binder heads"] != [], shown
+        assert [head for module, head in shown["reader"] if ".1." in module] == [facts["reader head"]], shown
+        assert len(shown["binder"]) + len(shown["reader"]) == len(facts["binder heads"]) + 1, shown
+
+
+def test_the_blend_heads_picture_carries_the_labels_recorded_for_it():
+    """Its titles travel in the PNG (viz/blend_heads.py): they are the facts, from the facts' machine."""
+    from viz.blend_heads import picture_labels
+    labels, made_with = picture_labels(os.path.join(IMAGES, "blend_heads.png"))
+    assert made_with == committed()["arithmetic"], f"blend_heads.png was drawn with {made_with}: {REFRESH}"
+    assert labels == committed()["pictures"]["blend_heads.png"]["labels"], REFRESH
+
+
 @pytest.fixture(scope="module")
 def seed_0_runs(tmp_path_factory):
     """Seed 0's date run and next-word run, trained as make_readme_images.py trains them."""
@@ -122,5 +143,6 @@ def test_pictures_of_seed_0s_runs_are_what_todays_code_draws(seed_0_runs):
     fresh = script.date_model_facts(os.path.join(dates, "model.npz"))
     fresh["training_curves.png"] = script.training_curves_facts(os.path.join(dates, "train_log.jsonl"))
     fresh["recall_circuit.png"] = script.recall_circuit_facts(os.path.join(next_word, "model.npz"))
+    fresh["blend_heads.png"] = script.blend_heads_facts()
     for name, facts in fresh.items():
         assert_drawn_today(name, facts)

@@ -1,20 +1,15 @@
 """examples/compare_architectures.py prints a markdown table on stdout and nothing else: the
 runs' progress lines (evaluations, the cool-down) go to stderr, so `> table.md` is the table."""
-import importlib.util
-import os
 from functools import partial
 
 from transformer.models.config import DecoderOnlyConfig, ModelConfig
 from transformer.training.trainer import TrainConfig
 
-EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples",
-                       "compare_architectures.py")
+from examples_loader import load_example
 
 
 def test_stdout_is_the_table_and_progress_goes_to_stderr(capsys, monkeypatch):
-    spec = importlib.util.spec_from_file_location("compare_architectures", EXAMPLE)
-    example = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(example)
+    example = load_example("compare_architectures")
     tiny = dict(d_model=16, num_heads=2, d_ff=32)
     monkeypatch.setattr(example, "ARCHITECTURES", {"encoder-decoder": partial(ModelConfig, num_encoder_layers=1,
                                                                               num_decoder_layers=1, **tiny),

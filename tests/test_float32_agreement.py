@@ -1,16 +1,14 @@
 """The float32 target of examples/compare_with_pytorch.py is relative to the size of the values
 (checked without PyTorch: the rule lives in examples/float32_agreement.py)."""
-import importlib.util
 import os
+
+from examples_loader import load_example
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def load(name):
-    spec = importlib.util.spec_from_file_location(name, os.path.join(REPO, "examples", f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_example(name)
 
 
 def test_a_trained_models_logits_are_judged_at_their_size():

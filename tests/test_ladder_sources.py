@@ -1,12 +1,13 @@
 """What the sources teach, measured on the ladder, as docs/ladder.md states it.
 
-``docs/ladder-sources.json`` is what ``python examples/ladder_sources.py --seeds 0-4 --json
+``docs/ladder-sources.json`` is what ``python examples/ladder_sources.py --seeds 0-9 --json
 docs/ladder-sources.json`` writes: six variants of the heads rung and the full block (values of
-their own or not, the loss at the answer or at every position) on seeds 0-4, with learning
-curves and the heads' roles on blend; ``docs/images/blend_heads.png`` the heads on one blend
-sentence. The page's tables must be the record's, its claims must hold on every seed of it,
-and (slow) re-training cells of it and the picture must give the same numbers and labels where
-floats round as on the machine that made them (elsewhere the test says so and skips).
+their own or not, the loss at the answer or at every position) on seeds 0-9, with learning
+curves and the heads' roles on blend, one record per arithmetic (AVX2, which the page states,
+and AVX-512); ``docs/images/blend_heads.png`` the heads on one blend sentence. The page's tables
+must be the AVX2 record's, its bounds must hold on every seed of every record, and (slow)
+re-training cells of the record made with this machine's arithmetic must give its numbers (a
+machine no record was made with says so and skips).
 """
 import os
 import re
@@ -22,7 +23,7 @@ from transformer.ladder.experiment import MAX_LEN, rounded, train_rung
 from transformer.ladder.head_roles import BLEND_ROLES, role_of
 from transformer.ladder.loss_positions import rung_loss
 from transformer.ladder.value_space import VALUE_VARIANTS
-from transformer.ladder.variants import load_record, run_variant, train_with_curve
+from transformer.ladder.variants import load_record, load_records, run_variant, train_with_curve
 from transformer.ladder.variants_table import (accuracy_table, roles_table, steps_later, steps_table, steps_to_learn,
                                               variant)
 from transformer.parallel.threads import arithmetic
@@ -33,7 +34,8 @@ RECORD = os.path.join(REPO, "docs", "ladder-sources.json")
 PICTURE = os.path.join(REPO, "docs", "images", "blend_heads.png")
 PAGE = os.path.join(REPO, "docs", "ladder.md")
 SECTION = "## What the sources teach, measured"
-REMAKE = "python examples/ladder_sources.py --seeds 0-4 --json docs/ladder-sources.json --force"
+REMAKE = "python examples/ladder_sources.py --seeds 0-9 --keep runs/ladder-sources --json docs/ladder-sources.json --force"
+SEEDS = list(range(10))
 REDRAW = "python examples/ladder_sources.py --picture docs/images/blend_heads.png --force"
 VALUES = ("heads", "heads, values = keys", "heads, values = words")
 POSITIONS = ("heads", "heads, every position")
@@ -42,7 +44,23 @@ FULL = ("full block", "full block, every position")
 
 @pytest.fixture(scope="module")
 def record():
+    """The AVX2 record, the one docs/ladder.md states."""
     return load_record(RECORD)
+
+
+@pytest.fixture(scope="module")
+def records():
+    """Every record in the file, one per arithmetic: the page's bounds must hold on each."""
+    return list(load_records(RECORD).values())
+
+
+def this_machines_record():
+    """The record made with this machine's arithmetic (the same bits when trained again), or skip."""
+    made = load_records(RECORD)
+    if arithmetic() not in made:
+        pytest.skip(f"docs/ladder-sources.json holds records made with {'; '.join(made)}; this machine rounds with "
+                    f"{arithmetic()}. To make one here: {REMAKE}")
+    return made[arithmetic()]
 
 
 @pytest.fixture(scope="module")
@@ -119,11 +137,27 @@ def test_the_command_refuses_bad_input_in_one_line(tmp_path):
 
 # --- the page against the committed record ---
 
-def test_the_record_is_the_default_budget_on_five_seeds(record):
-    assert record["config"]["seeds"] == [0, 1, 2, 3, 4]
-    assert record["config"] == dict(record["config"], **{k: v for k, v in vars(LadderConfig()).items()
-                                                         if k not in ("seeds", "kinds")})
-    assert {v["name"] for v in record["variants"]} == set(VALUES + POSITIONS + FULL)
+def test_every_record_is_the_default_budget_on_ten_seeds(records):
+    assert any(r["arithmetic"].endswith("32-byte vectors") for r in records), "the page states an AVX2 record"
+    for record in records:
+        assert record["config"]["seeds"] == SEEDS
+        # the budget is the ladder's; jobs (trainings at once) and eager (the step not replayed from
+        # its tape) do not change a number of the record
+        assert record["config"] == dict(record["config"], **{k: v for k, v in vars(LadderConfig()).items()
+                                                             if k not in ("seeds", "kinds", "jobs", "eager")})
+        assert {v["name"] for v in record["variants"]} == set(VALUES + POSITIONS + FULL)
+
+
+def test_a_record_of_another_arithmetic_is_kept_beside_the_ones_there(tmp_path):
+    """A run replaces its own machine's record and keeps the others' (the file holds AVX2's and AVX-512's)."""
+    from transformer.ladder.variants import keep_record
+    path = tmp_path / "sources.json"
+    path.write_text(keep_record(path, {"arithmetic": "a", "n": 1}, "first"))
+    path.write_text(keep_record(path, {"arithmetic": "b", "n": 2}, "second"))
+    path.write_text(keep_record(path, {"arithmetic": "a", "n": 3}, "third"))
+    assert load_records(path) == {"a": {"arithmetic": "a", "n": 3}, "b": {"arithmetic": "b", "n": 2}}
+    with pytest.raises(KeyError, match="holds no record made with 'c', only with a, b"):
+        load_record(path, "c")
 
 
 def test_the_page_shows_the_records_tables(record, section):
@@ -157,10 +191,10 @@ def skip_where_floats_round_otherwise(made_with: str, remake: str):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name, seed", [("heads, values = keys", 3), ("heads, every position", 1),
-                                        ("full block, every position", 2)])
-def test_a_cell_of_the_record_is_what_the_variant_trains(record, name, seed):
-    skip_where_floats_round_otherwise(record["arithmetic"], REMAKE)
+@pytest.mark.parametrize("name, seed", [("heads, values = keys", 7), ("heads, every position", 5),
+                                        ("full block, every position", 9)])
+def test_a_cell_of_the_record_is_what_the_variant_trains(name, seed):
+    record = this_machines_record()
     config = LadderConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in record["config"].items()})
     run = run_variant(name, seed, config)
     entry, s = variant(record, name), config.seeds.index(seed)
@@ -186,51 +220,117 @@ def points(record, name, kind, baseline="heads") -> np.ndarray:
     return 100 * (accuracy(record, name, kind) - accuracy(record, baseline, kind))
 
 
-def test_a_value_space_of_its_own_buys_time_on_blend_not_accuracy(record, section):
-    keys = "heads, values = keys"
-    assert accuracy(record, keys, "blend").min() == accuracy(record, keys, "game").min() == 1.0
-    assert max(np.abs(points(record, keys, kind)).max() for kind in record["config"]["kinds"]) <= 5
+COUNTS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+
+
+def span(values) -> str:
+    """'100-1,300': the lowest and the highest of some steps, as the page writes them."""
+    return f"{min(values):,}-{max(values):,}"
+
+
+def reached(steps) -> list:
+    return [step for step in steps if step is not None]
+
+
+def percent(fraction) -> str:
+    return f"{100 * fraction:g}%"
+
+
+@pytest.fixture(scope="module")
+def prose(section):
+    """The section on one line: a sentence may wrap anywhere."""
+    return " ".join(section.split())
+
+
+def test_a_value_space_of_its_own_buys_little_and_not_reliably_time(record, records, prose):
+    keys, words = "heads, values = keys", "heads, values = words"
+    for made in records:                                        # the bounds, on every arithmetic's ten seeds
+        assert min(accuracy(made, keys, kind).min() for kind in ("topic", "game", "order")) >= 0.95
+        assert max(np.abs(points(made, keys, kind)).max() for kind in ("swap", "recall")) <= 10
+        assert all(step is None for step in steps_to_learn(made, words, "colour"))
+        assert accuracy(made, words, "colour").max() < 0.9
+    assert "ends at 95% or more of topic, game and order on every seed, and swap and recall within 10 points" in prose
+    lowest = {name: [f"{100 * accuracy(record, name, kind).min():.0f}%" for kind in ("colour", "blend")]
+              for name in ("heads", keys)}
+    assert (f"at the lowest colour {lowest[keys][0]} and blend {lowest[keys][1]}; with W_v {lowest['heads'][0]} and "
+            f"{lowest['heads'][1]})") in prose
     later = steps_later(record, keys, "heads", "blend")
-    assert None not in later and 100 <= min(later) and max(later) <= 300, later
-    assert "by 100-300 steps (980 steps on average against 740)" in section
-    words = "heads, values = words"
-    assert all(step is None for step in steps_to_learn(record, words, "colour"))
-    assert sum(step is not None for step in steps_to_learn(record, words, "blend")) == 2
-    assert "colour ends at 40-88% (never 90% on any seed), blend is learned on two seeds of five" in section
+    slower, not_slower = [s for s in later if s is not None and s > 0], [s for s in later if s is not None and s <= 0]
+    assert (f"It learns blend later on {COUNTS[len(slower)]} seeds of ten, by {span(slower)} steps, but at the same "
+            f"step or sooner on {COUNTS[len(not_slower)]} and not at all on {COUNTS[later.count(None)]}") in prose
+    mean = {name: np.mean(reached(steps_to_learn(record, name, "blend"))) for name in ("heads", keys)}
+    assert f"on average at step {mean[keys]:,.0f} against {mean['heads']:,.0f}" in prose
+    game = steps_later(record, words, "heads", "game")
+    assert (f"blend is learned on {COUNTS[len(reached(steps_to_learn(record, words, 'blend')))]} seeds of ten, "
+            f"and game, which four heads moving different slices of the words can still learn, misses 90% on "
+            f"{COUNTS[game.count(None)]} seeds and reaches it {span(reached(game))} steps later") in prose
 
 
-def test_predicting_at_every_position_costs_one_layer_the_answer(record, section):
+def test_predicting_at_every_position_costs_one_layer_the_answer(record, records, prose):
     every = "heads, every position"
-    assert all(step is None for step in steps_to_learn(record, every, "blend"))
-    assert accuracy(record, every, "blend").max() < 0.6 and accuracy(record, "heads", "blend").min() == 1.0
-    for kind, (low, high) in (("order", (400, 800)), ("swap", (300, 1300))):
-        later = steps_later(record, every, "heads", kind)
-        assert None not in later and (min(later), max(later)) == (low, high), (kind, later)
-    assert accuracy(record, every, "topic").min() == accuracy(record, every, "game").min() == 1.0
-    assert "order by 400-800 steps, swap by\n300-1,300" in section
-    seed_4 = record["config"]["seeds"].index(4)
-    assert f"61% on seed 4, where the answer-only loss gets {100 * accuracy(record, 'heads', 'recall')[seed_4]:.0f}%" \
-        in section
-
-
-def test_each_blend_role_has_a_head_of_its_own_on_every_seed(record, section):
-    roles = variant(record, "heads")["head_roles"]
-    best = [max(roles[role][s]) for role in BLEND_ROLES for s in range(len(record["config"]["seeds"]))]
-    assert min(best) > 0.5 and f"({min(best):.2f}-{max(best):.2f} on average" in section
+    for made in records:
+        assert all(step is None for step in steps_to_learn(made, every, "blend"))
+        assert accuracy(made, every, "blend").max() < 0.8
+        assert all(step is not None and step > 0 for step in steps_later(made, every, "heads", "order"))
     assert accuracy(record, "heads", "blend").min() == 1.0
+    assert ("blend ends below 80% on every seed and reaches 90% on none (the answer-only loss: 100% on every seed of "
+            "this record)") in prose
+    colour = reached(steps_to_learn(record, every, "colour"))
+    order, swap, game = (steps_later(record, every, "heads", kind) for kind in ("order", "swap", "game"))
+    assert (f"colour reaches 90% on {COUNTS[len(colour)]} seeds of ten, and the kinds it learns come later: order on "
+            f"every seed, by {span(order)} steps, swap by {span(reached(swap))} (never on {COUNTS[swap.count(None)]} "
+            f"seed), game by up to {max(game):,} (the same step on {COUNTS[game.count(0)]})") in prose
+    assert min(accuracy(record, every, kind).min() for kind in ("topic", "game")) < 1.0
+    recall, base = accuracy(record, every, "recall"), accuracy(record, "heads", "recall")
+    high = np.flatnonzero(recall >= 0.5)
+    seeds = [record["config"]["seeds"][i] for i in high]
+    assert (f"ends at {100 * recall.min():.0f}-{100 * recall.max():.0f}% ({' and '.join(percent(recall[i]) for i in high)} "
+            f"on seeds {' and '.join(map(str, seeds))}, where the answer-only loss gets "
+            f"{' and '.join(percent(base[i]) for i in high)}; not explained here)") in prose
 
 
-def test_predicting_at_every_position_slows_the_full_block_and_its_recall(record, section):
+def test_predicting_at_every_position_slows_the_full_block_and_its_recall(record, records, prose):
     every, answer = FULL[1], FULL[0]
-    for kind in record["config"]["kinds"]:
-        later = steps_later(record, every, answer, kind)
-        if kind == "recall":
-            assert sum(step is not None for step in steps_to_learn(record, every, kind)) == 1
-            assert None not in steps_to_learn(record, answer, kind)
-        else:
-            assert None not in later and min(later) > 0, (kind, later)
-    assert accuracy(record, answer, "recall").min() == 1.0
-    for kind, (low, high) in (("blend", (400, 1700)), ("swap", (200, 500)), ("colour", (300, 600))):
-        assert (min(steps_later(record, every, answer, kind)), max(steps_later(record, every, answer, kind))) == \
-            (low, high), kind
-        assert f"{kind} by {low:,}-{high:,}" in section.replace("\n", " ")
+    kinds = ("colour", "game", "swap", "order")
+    for made in records:
+        assert min(accuracy(made, answer, kind).min() for kind in made["config"]["kinds"]) >= 0.9
+        assert None not in steps_to_learn(made, answer, "recall")
+        for kind in kinds:
+            assert all(step is not None and step > 0 for step in steps_later(made, every, answer, kind)), kind
+        assert min(accuracy(made, every, kind).min() for kind in kinds + ("topic",)) >= 0.9
+    assert "with its loss at the answer it ends at 90% or more of every kind on every seed" in prose
+    later = {kind: span(steps_later(record, every, answer, kind)) for kind in kinds}
+    assert (f"(colour by {later['colour']} steps, swap by {later['swap']}, order by {later['order']}, game by "
+            f"{later['game']}), topic on all but one") in prose
+    topic = steps_later(record, every, answer, "topic")
+    assert sum(step is not None and step > 0 for step in topic) == len(topic) - 1
+    blend = steps_later(record, every, answer, "blend")
+    recall = reached(steps_to_learn(record, every, "recall"))
+    assert (f"blend it learns on {COUNTS[len(reached(blend))]} seeds of ten, by {span(reached(blend))} steps later, "
+            f"and recall, which the answer-only loss learns on every seed by step "
+            f"{span(steps_to_learn(record, answer, 'recall'))}, on {COUNTS[len(recall)]} seeds of ten") in prose
+
+
+def test_each_blend_role_is_read_by_a_head_of_its_own_as_a_rule(record, records, prose):
+    assert accuracy(record, "heads", "blend").min() == 1.0 and "On every seed of this record blend ends at 100%" in prose
+    for made in records:         # where blend is not learned, a role has no head: on every seed of every record
+        roles = variant(made, "heads")["head_roles"]
+        for s, blend in enumerate(accuracy(made, "heads", "blend")):
+            assert (blend < 0.9) == (min(max(roles[role][s]) for role in BLEND_ROLES) < 0.4), (made["arithmetic"], s)
+    avx512 = [made for made in records if made["arithmetic"].endswith("64-byte vectors")]
+    assert avx512, "the AVX-512 record is kept beside the AVX2 one"
+    blend = accuracy(avx512[0], "heads", "blend")
+    low = int(blend.argmin())
+    colour = max(variant(avx512[0], "heads")["head_roles"]["colour"][low])
+    below = sum(int((accuracy(made, "heads", "blend") < 0.98).sum()) for made in records)
+    assert (f"on its seed {avx512[0]['config']['seeds'][low]} no head puts more than {colour:.2f} of its weight on the "
+            f"colour's thing, and the heads rung ends blend at {percent(blend[low])}, the {COUNTS[below]} seed of "
+            f"twenty below 98%") in prose
+    roles = variant(record, "heads")["head_roles"]
+    seeds = range(len(record["config"]["seeds"]))
+    own = [s for s in seeds if all(max(roles[role][s]) > 0.5 for role in BLEND_ROLES)]
+    best = [max(roles[role][s]) for role in BLEND_ROLES for s in own]
+    assert (f"on {COUNTS[len(own)]} seeds of ten each of the three roles has a head of its own that puts more than "
+            f"half its weight on that role's thing ({min(best):.2f}-{max(best):.2f} on average") in prose
+    free = [s for s in seeds if any(role_of({r: roles[r][s] for r in BLEND_ROLES}, h) is None for h in range(4))]
+    assert f"on {COUNTS[len(free)]} seeds a head reads no one role" in prose

@@ -191,3 +191,17 @@ def test_blend_takes_one_part_from_each_role_and_other_roles_give_other_answers(
     assert len(several_orders) > 100
     by_sequence = contexts_to_answers(examples, key=lambda e: e.context)
     assert all(len(a) == 1 for a in by_sequence.values())
+
+
+def test_blend_roles_kept_names_what_an_answer_shares_with_each_role(lang):
+    """The right answer keeps all three roles; the answer of the same things in rotated roles keeps
+    the roles where a rotated thing agrees; a word that is no thing keeps none."""
+    for e in all_examples(lang, "held-out", "blend")[:50]:
+        assert language.blend_roles_kept(e.combination, e.answer) == (True, True, True)
+        name, coloured, kinded, ranked = e.combination
+        rotated = THINGS[language._category_of(coloured)][language._colour_of(ranked)][language._rank_of(kinded)]
+        kept = language.blend_roles_kept(e.combination, rotated)
+        assert kept == (language._colour_of(ranked) == language._colour_of(coloured),
+                        language._category_of(coloured) == language._category_of(kinded),
+                        language._rank_of(kinded) == language._rank_of(ranked))
+        assert language.blend_roles_kept(e.combination, "ann") == (False, False, False)

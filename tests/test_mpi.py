@@ -53,13 +53,13 @@ def losses(out) -> list:
 
 def weights(out) -> dict:
     with np.load(os.path.join(out, "model.npz")) as saved:
-        return {name: saved[name] for name in saved.files if name.startswith(("model/", "optimizer/"))}
+        return {name: saved[name] for name in saved.files if name.startswith(("model/", "optim/"))}
 
 
 def assert_same_bits(a, b):
     assert losses(a) == losses(b)
     wa, wb = weights(a), weights(b)
-    assert wa.keys() == wb.keys()
+    assert wa.keys() == wb.keys() and any(name.startswith("optim/") for name in wa)
     for name in wa:
         np.testing.assert_array_equal(wa[name], wb[name], err_msg=name)
 
@@ -147,6 +147,16 @@ def test_ranks_give_the_plain_commands_bits_and_rank_0_alone_writes(plain_run, t
     assert result.stdout.count("checkpoint: ") == 1 and result.stderr == ""   # one rank speaks
     assert sorted(os.listdir(out)) == sorted(os.listdir(plain_run))  # and writes: no second log or lock
     assert sorted(os.listdir(tmp_path)) == ["run"]
+
+
+def test_two_ranks_tracing_their_pieces_give_the_plain_eager_commands_bits(tmp_path):
+    """The ranks replay each piece from its tape (the default) and the plain command runs every
+    piece eagerly: the same losses, weights and optimizer state."""
+    plain, ranks = tmp_path / "plain", tmp_path / "ranks"
+    for processes, out, options in ((0, plain, ("--eager",)), (2, ranks, ())):
+        result = run(processes, out, 6, *options)
+        assert result.returncode == 0, result.stderr
+    assert_same_bits(plain, ranks)
 
 
 def test_next_word_on_two_ranks_gives_the_plain_commands_bits(tmp_path):

@@ -36,7 +36,7 @@ TRAINERS = {"dates-train": ("train", []),
             "next-word-train": ("next_word_train", [])}
 MAINS = {"train": cli.train_main, "next_word_train": next_word_cli.train_main}
 STARTUP_SECONDS = 300       # imports, and compiling the kernels on a cold cache, on a loaded machine
-END_SECONDS = 30            # the bound: no wait longer than this once the signal is sent
+END_SECONDS = 30            # the bound asked for: no wait longer than this once the signal is sent
 CHECKPOINT_EVERY = 100      # TrainConfig.checkpoint_every: the steps a kill -9 can lose at most
 
 

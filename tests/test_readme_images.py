@@ -1,18 +1,15 @@
 """The recipe for the README's pictures (quoted in docs/seeing.md) is the one examples/make_readme_images.py
 runs."""
-import importlib.util
 import os
 import re
+
+from examples_loader import load_example
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def load_script():
-    spec = importlib.util.spec_from_file_location("make_readme_images",
-                                                  os.path.join(REPO, "examples", "make_readme_images.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_example("make_readme_images")
 
 
 def pages_text():

@@ -2,11 +2,12 @@
 profiled step prints, its results keep one table per question with the command that re-draws it and the
 machine, the README links every notebook there is, and dates-export points at a script that does load
 its file."""
-import importlib.util
 import os
 import re
 
 import pytest
+
+from examples_loader import load_example
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = open(os.path.join(REPO, "README.md"), encoding="utf-8").read()
@@ -35,9 +36,7 @@ def profile_rows(table: str) -> set:
 
 
 def test_the_profile_table_has_the_rows_a_profiled_step_prints():
-    spec = importlib.util.spec_from_file_location("profile_step", os.path.join(REPO, "examples", "profile_step.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_example("profile_step")
     prof, _ = module.profile_step(warm_up_steps=1)
     quoted = re.search(r"```\n(op +pass +path.*?)```", section("Where the time goes"), re.S).group(1)
     assert profile_rows(quoted) == profile_rows(prof.table())

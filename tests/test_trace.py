@@ -1,9 +1,13 @@
 """minigrad.trace: a replayed step gives exactly the eager step's losses and gradients.
 
 Each model is run over fresh batches twice from the same weights: eagerly, and through one
-traced piece (the first call records, the others replay). ``np.array_equal``, not a tolerance:
-the tape runs the same kernels in the same order and sums gradients in the same order.
+traced piece (the first call records, the second replays checked and verifies the tape, the
+others replay purely). ``np.array_equal``, not a tolerance: the tape runs the same kernels in
+the same order and sums gradients in the same order.
 """
+import threading
+
+import numba
 import numpy as np
 import pytest
 
@@ -11,7 +15,7 @@ import minigrad
 from minigrad import functional as F, optim
 from minigrad.trace import trace
 from transformer.ladder.experiment import MAX_LEN, mix
-from transformer.ladder.rungs import FullBlock, Heads
+from transformer.ladder.rungs import RUNGS
 from transformer.models import build_model
 from transformer.models.config import DecoderOnlyConfig, ModelConfig
 from transformer.tasks import dates, language
@@ -55,7 +59,8 @@ def next_word_piece(model):
     return piece
 
 
-def assert_traced_equals_eager(model, piece, batches):
+def assert_traced_equals_eager(model, piece, batches, pure=True):
+    """Eager and traced agree on every batch; with ``pure``, the later batches replay purely."""
     traced = trace(piece)
     for batch in batches:
         model.zero_grad()
@@ -67,6 +72,8 @@ def assert_traced_equals_eager(model, piece, batches):
         for p, expected in zip(model.parameters(), eager_grads):
             assert np.array_equal(p.grad, expected), traced.last
     assert traced.replays >= 1, "no batch was replayed: the test compared eager with eager"
+    if pure:
+        assert traced.pure_replays >= len(batches) - 2 * traced.recordings, traced.why_checked
     return traced
 
 
@@ -80,7 +87,33 @@ def test_the_date_model_replays_bit_for_bit():
 def test_the_decoder_only_date_model_replays_bit_for_bit():
     minigrad.manual_seed(0)
     model = build_model(DecoderOnlyConfig())
-    assert_traced_equals_eager(model, date_piece(model), date_batches(BATCHES))
+    traced = assert_traced_equals_eager(model, date_piece(model), date_batches(BATCHES), pure=False)
+    assert traced.pure_replays == 0 and "built anew" in traced.why_checked   # the joined sequences: numpy
+
+
+def decoder_only_piece(model):
+    """The decoder-only step with its batch prepared outside (as a trainer prepares it): pure."""
+    def piece(sequences, answer):
+        loss, _, _ = model.next_token_loss(sequences, answer)
+        loss.backward()
+        return loss
+    return piece
+
+
+def decoder_only_batches(count):
+    batches = []
+    for src, tgt in date_batches(count):
+        sequences = dates.join_for_decoder_only(src, tgt)
+        batches.append((sequences, (np.arange(sequences.shape[1]) >= dates.PROMPT_LEN) & (sequences != dates.PAD)))
+    return batches
+
+
+def test_the_decoder_only_date_model_replays_purely_bit_for_bit():
+    minigrad.manual_seed(0)
+    model = build_model(DecoderOnlyConfig())
+    batches = decoder_only_batches(BATCHES)
+    assert len({int(answer.sum()) for _, answer in batches}) > 1, "the scored targets never change"
+    assert_traced_equals_eager(model, decoder_only_piece(model), batches)
 
 
 def test_the_next_word_model_replays_bit_for_bit_whatever_the_padding():
@@ -92,7 +125,7 @@ def test_the_next_word_model_replays_bit_for_bit_whatever_the_padding():
     assert_traced_equals_eager(model, next_word_piece(model), batches)
 
 
-@pytest.mark.parametrize("rung", [Heads, FullBlock])
+@pytest.mark.parametrize("rung", RUNGS, ids=lambda rung: rung.__name__)
 def test_ladder_sized_rungs_replay_bit_for_bit(rung):
     minigrad.manual_seed(0)
     model = rung(len(language.VOCAB), 32, MAX_LEN)
@@ -106,7 +139,8 @@ def test_ladder_sized_rungs_replay_bit_for_bit(rung):
         loss = F.cross_entropy(model(inputs, at), targets)
         loss.backward()
         return loss
-    assert_traced_equals_eager(model, piece, batches)
+    traced = assert_traced_equals_eager(model, piece, batches)
+    assert traced.pure_replays > 0, traced.why_checked      # the averaging weights are made once, too
 
 
 def test_the_printed_step_has_one_line_per_op_forward_and_backward():
@@ -123,9 +157,9 @@ def test_the_printed_step_has_one_line_per_op_forward_and_backward():
     assert "CrossEntropy(" in code and "SelfAttentionCore" in code and "encoder_layers_0" in code
 
 
-def train(model, batches, traced):
+def train(model, batches, traced, piece_of=date_piece):
     """Adam with clipping, as the trainer does it, through the traced piece or eagerly."""
-    piece = date_piece(model)
+    piece = piece_of(model)
     step = trace(piece) if traced else piece
     optimizer = optim.Adam(model.parameters(), lr=3e-3)
     losses = []
@@ -134,7 +168,60 @@ def train(model, batches, traced):
         losses.append(step(*batch).data.copy())
         optim.clip_grad_norm(model.parameters(), 1.0)
         optimizer.step()
+    if traced:
+        assert step.pure_replays == len(batches) - 2, step.why_checked
     return losses
+
+
+SMALL = dict(d_model=16, num_heads=2, d_ff=32)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("config, batches_of, piece_of", [
+    (ModelConfig(num_encoder_layers=1, num_decoder_layers=1, **SMALL), date_batches, date_piece),
+    (DecoderOnlyConfig(num_layers=2, **SMALL), decoder_only_batches, decoder_only_piece)],
+    ids=["encoder-decoder", "decoder-only"])
+def test_adam_steps_replayed_purely_end_with_eager_weights(threads, config, batches_of, piece_of):
+    batches, runs = batches_of(25), []
+    before = numba.get_num_threads()
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    try:
+        for traced in (False, True):
+            minigrad.manual_seed(0)
+            model = build_model(config)
+            runs.append((train(model, batches, traced, piece_of), [p.data.copy() for p in model.parameters()]))
+    finally:
+        numba.set_num_threads(before)
+    (eager_losses, eager_weights), (traced_losses, traced_weights) = runs
+    assert np.array_equal(eager_losses, traced_losses)
+    assert all(np.array_equal(a, b) for a, b in zip(eager_weights, traced_weights))
+
+
+def test_two_threads_each_replaying_its_own_piece_equal_eager():
+    """Two workers, each with its own model copy and traced piece, at the same time (a data-parallel
+    trainer's threads): the class-wide watch of a recording in one thread spoils nothing in the other."""
+    batches = date_batches(8, seed=5)
+    config = ModelConfig(num_encoder_layers=1, num_decoder_layers=1, **SMALL)
+    models, expected, got, errors = {}, {}, {}, []
+    for worker in (0, 1):
+        minigrad.manual_seed(worker)
+        models[worker] = build_model(config)
+        expected[worker] = [date_piece(models[worker])(*b).data.copy() for b in batches[worker::2] * 3]
+
+    def work(worker):
+        try:
+            traced = trace(date_piece(models[worker]))
+            got[worker] = [traced(*b).data.copy() for b in batches[worker::2] * 3]
+            assert traced.pure_replays > 0, traced.why_checked
+        except BaseException as error:       # reported by the main thread
+            errors.append(error)
+    threads = [threading.Thread(target=work, args=(worker,)) for worker in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=600)
+    assert not errors, errors
+    assert all(np.array_equal(a, b) for worker in (0, 1) for a, b in zip(got[worker], expected[worker]))
 
 
 @pytest.mark.slow

@@ -3,6 +3,10 @@ test_jit_footguns.py, JAX's globals read at trace time, tinygrad #10956's int ar
 test each. Every test shows ``naive_replay`` (a tape that replays the recorded op calls with
 the piece's arguments swapped in and everything else kept from the recording: TinyJit's
 capture and replay) giving another answer than eager, and ``minigrad.trace`` giving eager's.
+
+The second half is the pure replay's: the tape runs without the piece's Python, so each thing
+that Python read is guarded, or refuses the pure replay when the tape is verified. Each of those
+tests fails with its guard or check switched off (seen while writing them).
 """
 import numpy as np
 import pytest
@@ -307,3 +311,270 @@ def test_under_the_profiler_the_piece_runs_eagerly():
     with minigrad.profile():
         traced(x())
     assert traced.last.startswith("eager")
+
+
+# ------------------------------------------------------------------ the pure replay's guards
+# A pure replay runs only the recorded ops: the piece's Python does not run, so everything it
+# read is frozen unless a guard notices the change. Each test below brings a tape to its pure
+# replay, changes one thing, and checks the next call against eager; each fails with its guard
+# (or record-time check) switched off.
+
+def pure_after(traced, *args):
+    """Call ``traced`` until it replays purely (the first call records, the second verifies)."""
+    for _ in range(3):
+        traced(*args)
+    assert traced.last == "replayed purely", traced.why_checked
+
+
+def linear_piece(lin):
+    def piece(a):
+        loss = lin(Tensor(a)).sum()
+        loss.backward()
+        return loss
+    return piece
+
+
+def eager_and_traced(piece, traced, *args, seed=None):
+    """The loss of ``piece`` run eagerly and through ``traced`` on the same arguments (the same
+    random draws if ``seed``)."""
+    if seed is not None:
+        minigrad.manual_seed(seed)
+    eager = loss_of(piece, *args)
+    if seed is not None:
+        minigrad.manual_seed(seed)
+    return eager, loss_of(traced, *args)
+
+
+def test_pure_a_reassigned_parameter_is_used():
+    lin = nn.Linear(4, 1)
+    piece = linear_piece(lin)
+    traced = trace(piece)
+    pure_after(traced, x())
+    lin.weight = nn.Parameter(np.full((4, 1), 0.5, np.float32))
+    eager, replayed = eager_and_traced(piece, traced, x())
+    assert np.array_equal(replayed, eager)
+    assert "Linear.weight changed" in traced.why_checked
+
+
+def test_pure_a_replaced_parameter_array_is_read():
+    lin = nn.Linear(4, 1)
+    piece = linear_piece(lin)
+    traced = trace(piece)
+    pure_after(traced, x())
+    lin.weight.data = np.full((4, 1), 0.5, np.float32)     # load_state_dict, FlatParameters.relocate
+    a = x()
+    eager, replayed = eager_and_traced(piece, traced, a)
+    assert np.array_equal(replayed, eager)
+    lin.zero_grad()
+    traced(a)
+    assert np.array_equal(lin.weight.grad, a.sum(axis=0)[:, None])
+
+
+def test_pure_eval_switches_dropout_off():
+    drop, w = nn.Dropout(0.5), weight()
+
+    def piece(a):
+        loss = (drop(Tensor(a) * w) * 2.0).sum()
+        loss.backward()
+        return loss
+    traced = trace(piece)
+    pure_after(traced, x())
+    drop.eval()
+    eager, replayed = eager_and_traced(piece, traced, x(), seed=4)
+    assert np.array_equal(replayed, eager)
+
+
+def test_pure_a_new_dropout_p_is_used():
+    drop, w = nn.Dropout(0.5), weight()
+
+    def piece(a):
+        loss = drop(Tensor(a) * w).sum()
+        loss.backward()
+        return loss
+    traced = trace(piece)
+    pure_after(traced, x())
+    drop.p = 0.1
+    eager, replayed = eager_and_traced(piece, traced, x(), seed=4)
+    assert np.array_equal(replayed, eager)
+
+
+def test_pure_a_global_is_read_anew():
+    global SCALE
+    w = weight()
+
+    def piece(a):
+        loss = (Tensor(a) * w).sum() * SCALE
+        loss.backward()
+        return loss
+    traced = trace(piece)
+    pure_after(traced, x())
+    SCALE = 5.0
+    try:
+        eager, replayed = eager_and_traced(piece, traced, x())
+    finally:
+        SCALE = 2.0
+    assert np.array_equal(replayed, eager)
+
+
+def test_pure_a_value_the_piece_closes_over_is_read_anew():
+    w, factor = weight(), 2.0
+
+    def piece(a):
+        loss = (Tensor(a) * w).sum() * factor
+        loss.backward()
+        return loss
+    traced = trace(piece)
+    pure_after(traced, x())
+    factor = 3.0
+    eager, replayed = eager_and_traced(piece, traced, x())
+    assert np.array_equal(replayed, eager)
+
+
+def test_pure_grad_mode_is_part_of_the_key():
+    w = weight()
+
+    def piece(a):
+        loss = (Tensor(a) * w).sum()
+        loss.backward()
+        return loss
+    traced = trace(piece)
+    pure_after(traced, x())
+    with minigrad.no_grad():
+        with pytest.raises(RuntimeError, match="does not require grad"):
+            traced(x())
+
+
+def test_pure_a_python_draw_from_the_generator_keeps_the_stream_as_eager():
+    w = weight()
+
+    def piece(a):
+        minigrad.rng.generator().random()       # a draw outside any op (a random choice, say)
+        loss = F.dropout(Tensor(a) * w, 0.5).sum()
+        loss.backward()
+        return loss
+    traced = trace(piece)
+    for _ in range(4):
+        eager, replayed = eager_and_traced(piece, traced, x(), seed=6)
+        assert np.array_equal(replayed, eager)
+    assert traced.pure_replays == 0 and "random numbers outside an op" in traced.why_checked
+
+
+def test_pure_a_number_read_out_of_the_data_is_refused():
+    w = weight()
+
+    def piece(a):
+        t = Tensor(a)
+        largest = int(t.max())              # the same on the first three batches
+        loss = (t * w).sum() * largest
+        loss.backward()
+        return loss
+    traced = trace(piece)
+    for a in ([[1.2, 0.5, -1, 0]], [[1.5, 0, 0, 1]], [[0.5, 1.9, 0, 1]], [[3.5, 0, 0, 1]]):
+        a = np.array(a, np.float32)
+        eager, replayed = eager_and_traced(piece, traced, a)
+        assert np.array_equal(replayed, eager)
+    assert traced.pure_replays == 0 and "int()" in traced.why_checked
+    assert "\n" not in traced.why_checked
+
+
+def test_pure_a_mask_built_in_numpy_from_the_data_is_refused():
+    w = weight()
+
+    def piece(a):
+        loss = (Tensor(a) * w).masked_fill(a == 0, 0.0).sum()     # a numpy mask: no op computes it
+        loss.backward()
+        return loss
+    traced = trace(piece)
+    for a in ([[1, 2, 0, 0]], [[3, 1, 2, 0]], [[1, 2, 3, 4]], [[5, 0, 0, 0]]):
+        eager, replayed = eager_and_traced(piece, traced, np.array(a, np.float32))
+        assert np.array_equal(replayed, eager)
+    assert traced.pure_replays == 0 and "built anew" in traced.why_checked
+
+
+def test_pure_a_mask_computed_by_an_op_follows_each_batch():
+    w = weight()
+
+    def piece(a):
+        mask = F.array_function(np.equal, a, 0.0)
+        loss = (Tensor(a) * w).masked_fill(mask, 0.0).sum()
+        loss.backward()
+        return loss
+    traced = trace(piece)
+    pure_after(traced, np.array([[1, 2, 0, 0]], np.float32))
+    eager, replayed = eager_and_traced(piece, traced, np.array([[5, 0, 0, 0]], np.float32))
+    assert traced.last == "replayed purely" and np.array_equal(replayed, eager)
+
+
+def test_pure_the_count_of_non_pad_targets_follows_each_batch():
+    lin = nn.Linear(4, 5)
+
+    def piece(a, targets):
+        loss = F.cross_entropy(lin(Tensor(a)), targets[:, 1:], ignore_index=0)
+        loss.backward()
+        return loss
+    a = x(2, 3, 4)
+    traced = trace(piece)
+    pure_after(traced, a, np.array([[1, 2, 3, 4], [1, 2, 3, 4]]))
+    eager, replayed = eager_and_traced(piece, traced, a, np.array([[1, 2, 0, 0], [1, 0, 0, 0]]))
+    assert traced.last == "replayed purely" and np.array_equal(replayed, eager)
+
+
+class Step:
+    """A trainer-like object whose method is the piece: its attributes are read by the piece."""
+
+    def __init__(self):
+        self.lin, self.smoothing, self.calls = nn.Linear(4, 3), 0.0, 0
+
+    def loss(self, a, targets):
+        loss = F.cross_entropy(self.lin(Tensor(a)), targets, label_smoothing=self.smoothing)
+        loss.backward()
+        return loss
+
+    def counted_loss(self, a, targets):
+        self.calls += 1         # a side effect a pure replay would not redo
+        return self.loss(a, targets)
+
+
+def test_pure_an_attribute_of_the_pieces_own_object_is_guarded():
+    step, targets = Step(), np.array([0, 2, 1])
+    traced = trace(step.loss)
+    pure_after(traced, x(), targets)
+    step.smoothing = 0.2
+    eager, replayed = eager_and_traced(step.loss, traced, x(), targets)
+    assert np.array_equal(replayed, eager)
+    assert "Step.smoothing changed" in traced.why_checked
+
+
+def test_pure_a_side_effect_on_the_pieces_own_object_is_refused():
+    step, targets = Step(), np.array([0, 2, 1])
+    traced = trace(step.counted_loss)
+    for _ in range(4):
+        traced(x(), targets)
+    assert step.calls == 4 and traced.pure_replays == 0 and "Step.calls" in traced.why_checked
+
+
+def test_a_call_under_cprofile_replays_checked_and_the_profiler_keeps_working():
+    """Verifying a tape watches the piece's Python with sys.setprofile, which cProfile holds: the
+    call is replayed checked instead (right, not verified), and cProfile still records."""
+    import cProfile
+    import pstats
+    weight = Tensor(RNG.normal(size=3), requires_grad=True)
+
+    def piece(x):
+        loss = (Tensor(x) * weight).sum()
+        loss.backward()
+        return loss
+    traced = trace(piece)
+    xs = RNG.normal(size=(4, 3))
+    profiler = cProfile.Profile()
+    profiler.enable()
+    try:
+        losses = [float(traced(x).data) for x in xs]
+    finally:
+        profiler.disable()
+    assert losses == [float((x * weight.data).sum()) for x in xs]
+    assert traced.pure_replays == 0 and traced.why_checked == "a Python profiler is active"
+    assert pstats.Stats(profiler).total_calls > 0
+    traced(xs[0])
+    traced(xs[1])
+    assert traced.last == "replayed purely"      # verified once the profiler is gone

@@ -14,10 +14,12 @@ the same op from public ops, taking ``forward``'s arguments as Tensors.
     softmax.py     Softmax LogSoftmax
     nn_ops.py      Linear LayerNorm Dropout CrossEntropy
     attention.py   SelfAttentionCore CrossAttentionCore (the fused attention step)
+    data.py        ArrayFunction (a numpy function of the batch's arrays, no gradient: masks, targets)
     xp.py          the array functions rules share between numpy arrays and Tensors
 """
 from .arithmetic import Add, Div, Mul, Neg, Pow, ScalarBasePow, Sub, scalar_base_pow
 from .attention import CrossAttentionCore, SelfAttentionCore
+from .data import ArrayFunction
 from .checks import normalize_axis, normalize_axes
 from .elementwise import (Abs, Cast, Clamp, Exp, GELU, Hardswish, Log, Log1p, ReLU, Sigmoid, Sign, Sqrt, Tanh,
                           ThresholdBackward)

@@ -28,6 +28,9 @@ LADDER_JSON = OutputKind("attention-ladder JSON", lambda head, path: head.lstrip
 
 SYMMETRY_KIND = "swap"          # the kind whose score matrices are printed
 MAX_SEEDS = 20
+# what --eager costs, measured (docs/tracing.md, "The trainers trace their step")
+LADDER_EAGER_COST = ("Traced, the ladder took 0.90x the eager CPU time (--seed 0: 54 against 60 s, 3 "
+                     "alternating pairs on a quiet 2-vCPU Intel Xeon).")
 
 
 def percent_range(values) -> str:
@@ -224,6 +227,9 @@ def parse_args(argv):
     parser.add_argument("--steps", type=int, default=defaults.steps, help="Adam steps per rung")
     parser.add_argument("--jobs", type=int, default=defaults.jobs, choices=(1, 2),
                         help="trainings at once, one core each (the numbers do not depend on it)")
+    parser.add_argument("--eager", action="store_true",
+                        help="each training step through the eager engine instead of replaying its recorded "
+                             f"program (minigrad.trace, docs/tracing.md): the same numbers, bit for bit. {LADDER_EAGER_COST}")
     parser.add_argument("--rungs", metavar="NAMES", default=None,
                         help="only these rungs, e.g. positions,heads (default: all of them: "
                              + ", ".join(rung_name(rung) for rung in RUNGS) + ")")
@@ -285,7 +291,7 @@ def run(argv, draw) -> int:
     except (OSError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_USAGE
-    config = LadderConfig(seeds=args.seeds, steps=args.steps, jobs=args.jobs, kinds=args.kinds)
+    config = LadderConfig(seeds=args.seeds, steps=args.steps, jobs=args.jobs, kinds=args.kinds, eager=args.eager)
     seeds = ", ".join(map(str, config.seeds))
     count = len(args.rungs)
     without = f", without {args.without}" if args.without else ""

@@ -28,6 +28,9 @@ if TYPE_CHECKING:                 # for the annotations only: importing the trai
     from transformer.training.trainer import Trainer
 
 COMPILE_SECONDS = 4         # a cold cache's compile before the first step, on two cores (README, Results)
+# what --eager costs, measured (docs/tracing.md, "The trainers trace their step")
+EAGER_COST = ("Traced, the default date step took 0.98x the eager one's time (43.5 against 46.1 ms, median of "
+              "10 alternating pairs on a quiet 2-vCPU Intel Xeon, 0.85-1.38 by pair).")
 
 
 # ---------------------------------------------------------------- options
@@ -74,6 +77,10 @@ def add_run_options(p, t, default_out: str):
                         "arithmetic, so another N changes the bits. mpiexec -n P needs P to divide N (docs/mpi.md); "
                         "4 pieces cost about 15%% more a step than 2 on one machine (default: 2; with --resume: "
                         "the run's own)")
+    p.add_argument("--eager", action="store_true",
+                   help="run each piece of a step through the eager engine (Trainer.piece_backward) instead of "
+                        "replaying its recorded program (minigrad.trace, docs/tracing.md); the numbers are the same, "
+                        f"bit for bit. {EAGER_COST}")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (logs only)")
     p.add_argument("--snapshot-every", type=int, default=None, metavar="N",
                    help="record the attention maps of a fixed probe input (every layer, head and kind) at step 0, "
@@ -196,6 +203,7 @@ def _run(args, command: TrainingCommand) -> int:
         if trainer is None:
             return EXIT_USAGE
         check_profile_step(args, trainer)
+        trainer.trace_pieces(not args.eager)
         print_model(trainer)
         compile_if_cold(command.compile_seconds)
         summary = trainer.run(progress=not args.no_progress, profile_step=args.profile,

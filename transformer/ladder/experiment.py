@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import signal
 import threading
 import time
@@ -25,7 +26,9 @@ from minigrad import optim
 
 from transformer.parallel.children import die_with_parent
 from transformer.parallel.threads import arithmetic
-from transformer.tasks.language import KINDS, VOCAB, Language, encode_batch, make_example
+from transformer.tasks.batch_sampler import BatchSampler
+from transformer.tasks.language import (BLEND_ROLES, KINDS, VOCAB, Language, blend_roles_kept, encode_batch,
+                                       make_example)
 from transformer.ladder.rungs import RUNGS
 
 MAX_LEN = 20        # the longest sentence (19 words, blend) + <bos>
@@ -89,6 +92,7 @@ class LadderConfig:
     eval_per_kind: int = 200    # held-out sentences scored per kind
     jobs: int = 2               # trainings at once (one core each)
     kinds: tuple = KINDS        # the language's kinds (fewer: what a rung does without the others)
+    eager: bool = False         # each step through the eager engine, not replayed from its tape (same bits)
 
 
 @dataclass
@@ -193,15 +197,21 @@ def train_rung(rung_class, config: LadderConfig, language: Language, seed: int):
     lr = rung_class.learning_rate(config)
     optimizer = optim.Adam(model.parameters(), lr=lr)
     batches = np.random.default_rng([seed, 2])
+    sampler = BatchSampler(language, "train", mix=mix(language.kinds), loss_on="answer", length=MAX_LEN)
     rows = np.arange(config.batch_size)
+
+    def loss_and_backward(inputs, at, answers):
+        logits = model(inputs, at)                                                 # (B, vocab)
+        loss = F.cross_entropy(logits, answers)
+        loss.backward()
+        return loss
+    # recorded once, then replayed from its tape: the same bits, less Python (docs/tracing.md)
+    forward_backward = loss_and_backward if config.eager else minigrad.trace(loss_and_backward)
     for step in range(1, config.steps + 1):
         optimizer.lr = learning_rate(config, lr, step)
-        batch = encode_batch(language.sample("train", config.batch_size, batches, mix=mix(language.kinds)),
-                             "answer", MAX_LEN)
-        logits = model(batch.inputs, batch.answer_position)                       # (B, vocab)
-        loss = F.cross_entropy(logits, batch.targets[rows, batch.answer_position])
+        batch = sampler.sample(config.batch_size, batches)    # encode_batch(language.sample(...)), gathered
         optimizer.zero_grad()
-        loss.backward()
+        forward_backward(batch.inputs, batch.answer_position, batch.targets[rows, batch.answer_position])
         optimizer.step()
     return model
 
@@ -241,7 +251,9 @@ def candidate_shares(model, examples, language) -> dict:
     """For each kind of CANDIDATES: the share of ``examples`` of it where the rung's answer is one
     of the two words the answer is chosen from (right or not). For recall also ``recall_seen``:
     the share where it names a place the asked name is stated at in some training sentence (a
-    memorised fact; in most held-out sentences that is the other name's place)."""
+    memorised fact; in most held-out sentences that is the other name's place). For blend, per
+    role (``blend_colour``, ``blend_kind``, ``blend_rank``): the share of answers that have the
+    role right, right answer or not (a one-head rung can settle some roles and guess the rest)."""
     predicted = predict(model, examples)
     shares = {}
     for kind, candidates in CANDIDATES.items():
@@ -253,6 +265,10 @@ def candidate_shares(model, examples, language) -> dict:
         rows = [i for i, e in enumerate(examples) if e.kind == "recall"]
         asked = [examples[i].combination[2 * examples[i].combination[4]] for i in rows]
         shares["recall_seen"] = float(np.mean([(name, VOCAB[predicted[i]]) in seen for name, i in zip(asked, rows)]))
+    blends = [i for i, e in enumerate(examples) if e.kind == "blend"]
+    if blends:
+        kept = np.array([blend_roles_kept(examples[i].combination, VOCAB[predicted[i]]) for i in blends])
+        shares.update({f"blend_{role}": float(share) for role, share in zip(BLEND_ROLES, kept.mean(axis=0))})
     return shares
 
 
@@ -359,12 +375,13 @@ def _run_task(task):
     return run_rung(*task)
 
 
-def _end_with_the_parent():
-    """In each worker: Ctrl-C is the parent's to handle (it stops the pool), and on Linux the
-    kernel ends the worker if the parent dies, so no worker trains on, or writes a
-    BrokenPipeError traceback, after the command has gone."""
+def _end_with_the_parent(parent: int):
+    """In each worker: on Linux the kernel ends the worker if the parent (pid ``parent``) dies, so
+    no worker trains on, or writes a BrokenPipeError traceback, after the command has gone (if the
+    parent died before the request took effect, the worker ends now); and Ctrl-C is the parent's to
+    handle (it stops the pool). In this order: a worker seen ignoring Ctrl-C already dies with it."""
+    die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    die_with_parent()
 
 
 def worker_pool(jobs: int):
@@ -375,7 +392,7 @@ def worker_pool(jobs: int):
     main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGINT, lambda *_: pressed.append(True)) if main else None
     try:
-        pool = multiprocessing.Pool(jobs, initializer=_end_with_the_parent)
+        pool = multiprocessing.Pool(jobs, initializer=_end_with_the_parent, initargs=(os.getpid(),))
     finally:
         if main:
             signal.signal(signal.SIGINT, previous)

@@ -38,26 +38,45 @@ it these one-layer models (no residual, no layer norm) sharpen their softmax ont
 early in training and then get almost no gradient to learn which word (the notebook measures
 it). The full block keeps the same division per head.
 """
+import functools
 import math
 
 import numpy as np
 
 from minigrad import Tensor, nn
 
-from transformer.models.attention import causal_mask
+from transformer.models.attention import causal_mask, future_mask
 from transformer.models.config import DecoderOnlyConfig
 from transformer.models.decoder_only import DecoderOnlyTransformer
 
 
-def averaging_matrix(length: int) -> np.ndarray:
-    """(T, T): row t holds 1/(t+1) in columns 0..t, so A @ X averages the words so far."""
+@functools.lru_cache(maxsize=16)
+def averaging_matrix(length: int, dtype=np.float64) -> np.ndarray:
+    """(T, T): row t holds 1/(t+1) in columns 0..t, so A @ X averages the words so far. Made
+    once per length and read-only (a traced step may keep it: a new array would look like data)."""
     tril = np.tril(np.ones((length, length)))
-    return tril / tril.sum(axis=1, keepdims=True)
+    average = (tril / tril.sum(axis=1, keepdims=True)).astype(dtype)
+    average.flags.writeable = False
+    return average
+
+
+@functools.lru_cache(maxsize=16)
+def row_numbers(batch: int) -> np.ndarray:
+    """0..batch-1, made once and read-only: a traced step may keep it (a new array looks like data)."""
+    rows = np.arange(batch)
+    rows.flags.writeable = False
+    return rows
+
+
+@functools.lru_cache(maxsize=16)
+def averaging_tensor(length: int, dtype) -> Tensor:
+    """``averaging_matrix`` as a Tensor, made once (``Tensor()`` copies its array, as ``torch.tensor`` does)."""
+    return Tensor(averaging_matrix(length, dtype))
 
 
 def causal_softmax(scores: Tensor) -> Tensor:
     """Row-wise softmax of (B, T, T) scores; a later word gets weight exactly 0."""
-    return scores.masked_fill(~causal_mask(scores.shape[-1]), -np.inf).softmax(axis=-1)
+    return scores.masked_fill(future_mask(scores.shape[-1]), -np.inf).softmax(axis=-1)
 
 
 def identity_map(d: int) -> nn.Linear:
@@ -91,7 +110,7 @@ class Rung(nn.Module):
         """ids (B, T) -> logits (B, T, vocab), or (B, vocab) at the positions ``at`` (B,) only."""
         context = self.context(self.embed(ids))                    # (B, T, d)
         if at is not None:
-            context = context[np.arange(len(at)), at]              # (B, d)
+            context = context[row_numbers(len(at)), at]            # (B, d)
         return self.classify(context)
 
     def classify(self, context) -> Tensor:
@@ -118,7 +137,7 @@ class Average(Rung):
     name, idea = "average", "the average of all the words so far (a lower-triangular matrix product)"
 
     def context(self, x):
-        return Tensor(averaging_matrix(x.shape[1]).astype(x.dtype)) @ x      # (T, T) @ (B, T, d)
+        return averaging_tensor(x.shape[1], x.dtype) @ x                     # (T, T) @ (B, T, d)
 
     def weights(self, ids):
         length = ids.shape[1]
@@ -301,7 +320,7 @@ class FullBlock(nn.Module):
         if at is None:
             return model(ids)
         hidden = model.decoder(model.embed(ids), causal_mask(ids.shape[1]))   # (B, T, d)
-        return model.output(hidden[np.arange(len(at)), at])                     # (B, vocab)
+        return model.output(hidden[row_numbers(len(at)), at])                    # (B, vocab)
 
     def attention_maps(self, ids) -> np.ndarray:
         """(layers, B, heads, T, T): every head's weights on ``ids``."""

@@ -50,7 +50,7 @@ def accuracy_table(record, names) -> str:
 
 
 def steps_table(record, names, kinds) -> str:
-    lines = [f"| variant | " + " | ".join(f"steps to {LEARNED:.0%} {k}" for k in kinds) + " |",
+    lines = ["| variant | " + " | ".join(f"steps to {LEARNED:.0%} {k}" for k in kinds) + " |",
              "|---|" + "---:|" * len(kinds)]
     for name in names:
         lines.append(f"| {name} | " + " | ".join(steps_cell(steps_to_learn(record, name, k)) for k in kinds) + " |")

@@ -7,7 +7,7 @@ gradient; a query row with no allowed key gets all-zero weights (never NaN).
 
 The three uses in the model:
   encoder self-attention      SelfAttention,  padding_mask(src)                    (B, 1, 1, S)
-  decoder masked self-attn    SelfAttention,  causal_mask(T) & padding_mask(tgt)   (B, 1, T, T)
+  decoder masked self-attn    SelfAttention,  padding_mask(tgt, causal=causal_mask(T))  (B, 1, T, T)
   encoder-decoder (cross)     CrossAttention, padding_mask(src)                    (B, 1, 1, S)
 
 Projections are packed as in nanoGPT: self-attention projects x once with
@@ -15,6 +15,7 @@ Projections are packed as in nanoGPT: self-attention projects x once with
 cross-attention projects the decoder's x with ``w_q`` and the encoder's memory
 with ``w_kv`` (K, V side by side). One parameter, one product per input.
 """
+import functools
 import math
 
 import numpy as np
@@ -23,15 +24,33 @@ from minigrad import Tensor, concatenate, nn
 from minigrad import functional as F
 
 
+@functools.lru_cache(maxsize=64)
 def causal_mask(length: int) -> np.ndarray:
-    """(T, T): position t may attend to positions <= t."""
-    return np.tril(np.ones((length, length), dtype=bool))
+    """(T, T): position t may attend to positions <= t. Made once per length and read-only: the
+    same array on every call, which a traced step (``minigrad.trace``) may keep."""
+    mask = np.tril(np.ones((length, length), dtype=bool))
+    mask.flags.writeable = False
+    return mask
 
 
-def padding_mask(ids, pad_id: int) -> np.ndarray:
-    """(B, 1, 1, T): True for real tokens, False for padding (broadcasts over heads and queries)."""
-    ids = np.asarray(ids.data if isinstance(ids, Tensor) else ids)
-    return (ids != pad_id)[:, None, None, :]
+@functools.lru_cache(maxsize=64)
+def future_mask(length: int) -> np.ndarray:
+    """(T, T): ``~causal_mask(T)``, the positions after t (made once, read-only, as above)."""
+    mask = ~causal_mask(length)
+    mask.flags.writeable = False
+    return mask
+
+
+def padding_mask(ids, pad_id: int, causal=None) -> np.ndarray:
+    """(B, 1, 1, T): True for real tokens, False for padding (broadcasts over heads and queries);
+    with ``causal`` (T, T) the and of both, (B, 1, T, T). Computed by an op from the ids, so that
+    a traced step computes it anew for every batch instead of keeping the first batch's."""
+    return F.array_function(_not_padding, ids, pad_id=pad_id, causal=causal)
+
+
+def _not_padding(ids, pad_id, causal):
+    mask = (ids != pad_id)[:, None, None, :]
+    return mask if causal is None else causal & mask
 
 
 def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask=None, dropout_p: float = 0.0,

@@ -252,10 +252,15 @@ class SinusoidalPositions(nn.Module):
     def __init__(self, max_len: int, d_model: int):
         self.max_len = max_len
         self.table = sinusoidal_encoding(max_len, d_model)
+        self.rows = {}    # (dtype, offset, length) -> those rows as a constant Tensor, made once
 
     def forward(self, x, offset: int = 0):
         check_length(offset + x.shape[1], self.max_len)
-        return x + self.table[offset: offset + x.shape[1]].astype(x.dtype, copy=False)
+        key = (x.dtype, offset, x.shape[1])
+        rows = self.rows.get(key)
+        if rows is None:    # the same tensor on every call: a traced step may keep it (a new one looks like data)
+            rows = self.rows[key] = Tensor(self.table[offset: offset + x.shape[1]].astype(x.dtype))
+        return x + rows
 
 
 class LearnedPositions(nn.Module):
@@ -365,7 +370,13 @@ def next_token_targets(ids, predict):
     if ids.ndim != 2 or ids.shape[1] < 2 or predict.shape != ids.shape or predict.dtype != np.bool_:
         raise ValueError(f"next_token_targets needs ids (batch, length >= 2) and a boolean predict of the "
                          f"same shape, got ids {ids.shape} and predict {predict.shape} {predict.dtype}")
-    return ids[:, :-1], np.where(predict[:, 1:], ids[:, 1:], IGNORE)
+    # the targets by an op: a traced step computes them (and so the count scored) for every batch
+    return ids[:, :-1], F.array_function(scored_targets, ids, predict)
+
+
+def scored_targets(ids, predict):
+    """Each position's next token where it is predicted, else ``IGNORE`` (arrays in, array out)."""
+    return np.where(predict[:, 1:], ids[:, 1:], IGNORE)
 
 
 # ------------------------------------------- initialisation and input checks

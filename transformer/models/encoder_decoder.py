@@ -147,7 +147,7 @@ class Transformer(nn.Module):
         """Teacher-forced decoder: target ids (B, T) -> logits (B, T, vocab)."""
         tgt_in = check_ids(tgt_in, "target", self.config)
         length = tgt_in.shape[1]
-        self_mask = causal_mask(length)[None, None] & padding_mask(tgt_in, self.config.pad_id)   # (B, 1, T, T)
+        self_mask = padding_mask(tgt_in, self.config.pad_id, causal=causal_mask(length))   # (B, 1, T, T)
         y = self.embed(tgt_in, self.tgt_embed, self.tgt_positions)
         return self.output(self.decoder(y, memory, self_mask, src_mask))
 

@@ -211,6 +211,20 @@ def _blend(name, coloured, kinded, ranked):
             "and", "the", "rank", "of", ranked, "and", "gets", answer)
 
 
+BLEND_ROLES = ("colour", "kind", "rank")
+
+
+def blend_roles_kept(combination, word) -> tuple:
+    """For a blend sentence (its ``combination``) and an answer ``word``: whether the word has the
+    first thing's colour, the second thing's kind and the third thing's rank (``BLEND_ROLES``);
+    the right answer has all three, a word that is no thing none."""
+    if not any(word in group for by_colour in THINGS.values() for group in by_colour.values()):
+        return (False, False, False)
+    _, coloured, kinded, ranked = combination
+    return (_colour_of(word) == _colour_of(coloured), _category_of(word) == _category_of(kinded),
+            _rank_of(word) == _rank_of(ranked))
+
+
 def _swap(first, second, asked):
     animal, other = (first, second) if asked == 0 else (second, first)
     return ("the", first, "and", "the", second, "swap", "voices", ".", "now", "the", animal, VOICES[other])

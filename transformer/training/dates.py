@@ -12,7 +12,7 @@ import numpy as np
 
 from minigrad import functional as F
 from transformer.models.config import ModelConfig
-from transformer.models.decoder_only import IGNORE, DecoderOnlyTransformer
+from transformer.models.decoder_only import IGNORE, DecoderOnlyTransformer, scored_targets
 from transformer.tasks.dates import PAD, PROMPT_LEN, DateDataset, join_for_decoder_only
 from transformer.training.evaluation import evaluate
 from transformer.training.snapshots import date_probe
@@ -33,11 +33,16 @@ class DateTrainer(Trainer):
         """One training batch: (dates, their answers), a row per example."""
         return self.data.sample_batch(self.data_rng, self.config.batch_size)
 
-    def batch_loss(self, batch: tuple):
-        """-> (mean loss over the scored tokens, how many, which rows were exactly right) of a batch."""
+    def batch_forward(self, batch: tuple):
+        """-> (mean loss over the scored tokens, logits) of a batch, teacher-forced."""
         src, tgt = batch
-        loss, logits, targets = teacher_forced(self.model, src, tgt, self.config.label_smoothing)
-        return loss, int(scored(targets).sum()), rows_exactly_right(logits.data, targets)
+        loss, logits, _ = teacher_forced(self.model, src, tgt, self.config.label_smoothing)
+        return loss, logits
+
+    def batch_outcome(self, batch: tuple, logits):
+        """-> (how many tokens are scored, which rows were exactly right) of a batch."""
+        targets = teacher_forced_targets(self.model, *batch)
+        return int(scored(targets).sum()), rows_exactly_right(logits, targets)
 
     def batch_estimate(self, rows) -> float:
         """The batch's free estimate of held-out exact match (``teacher_forced_exact_match``: the
@@ -58,12 +63,23 @@ def teacher_forced(model, src, tgt, label_smoothing: float = 0.0):
     """-> (loss, logits, targets) of one batch of dates, every answer token predicted from the
     true ones before it; targets that are not scored hold ``<pad>`` or ``decoder_only.IGNORE``."""
     if isinstance(model, DecoderOnlyTransformer):
-        sequences = join_for_decoder_only(src, tgt)
-        answer = (np.arange(sequences.shape[1]) >= PROMPT_LEN) & (sequences != PAD)
-        return model.next_token_loss(sequences, answer, label_smoothing)
+        return model.next_token_loss(*decoder_only_sequences(src, tgt), label_smoothing)
     logits = model(src, tgt[:, :-1])
     loss = F.cross_entropy(logits, tgt[:, 1:], ignore_index=PAD, label_smoothing=label_smoothing)
     return loss, logits, tgt[:, 1:]
+
+
+def decoder_only_sequences(src, tgt):
+    """-> (each date and its answer as one sequence, which of its tokens are predicted: the answer's)."""
+    sequences = join_for_decoder_only(src, tgt)
+    return sequences, (np.arange(sequences.shape[1]) >= PROMPT_LEN) & (sequences != PAD)
+
+
+def teacher_forced_targets(model, src, tgt) -> np.ndarray:
+    """The targets ``teacher_forced`` scores the logits against, as an array."""
+    if isinstance(model, DecoderOnlyTransformer):
+        return scored_targets(*decoder_only_sequences(src, tgt))
+    return tgt[:, 1:]
 
 
 def scored(targets: np.ndarray) -> np.ndarray:

@@ -99,11 +99,14 @@ class NextWordTrainer(Trainer):
         scored[np.arange(len(scored)), batch.answer_position + 1] = True    # the <eos> after the scored word
         return batch.inputs, np.where(scored, batch.targets, IGNORE)
 
-    def batch_loss(self, batch: tuple):
+    def batch_forward(self, batch: tuple):
         inputs, targets = batch
         logits = self.model(inputs)
-        loss = F.cross_entropy(logits, targets, ignore_index=IGNORE, label_smoothing=self.config.label_smoothing)
-        return loss, int((targets != IGNORE).sum()), None
+        return F.cross_entropy(logits, targets, ignore_index=IGNORE, label_smoothing=self.config.label_smoothing), logits
+
+    def batch_outcome(self, batch: tuple, logits):
+        inputs, targets = batch
+        return int((targets != IGNORE).sum()), None
 
     def snapshot_probe(self, model):
         return sentence_probe(model, KINDS)

@@ -35,6 +35,7 @@ from transformer.models.config import model_config_from_dict
 from transformer.training.session import CheckpointCadence, ProgressBar, TrainingClock, TrainingLog, step_profile
 from transformer.training.snapshots import SNAPSHOTS_NAME, AttentionSnapshots
 from transformer.training.stopping import TargetStop
+from transformer.training.traced_pieces import TracedPieceBackward
 
 SCHEDULES = ("plateau", "cosine", "inverse_sqrt", "constant")
 MAX_PIECES = 64
@@ -95,7 +96,7 @@ class Trainer(ABC):
     """Holds the model, optimizer, schedule, data, RNGs and stopping rule of one training run.
 
     A task is a subclass (``dates.DateTrainer``, ``next_word.NextWordTrainer``) that gives
-    ``make_data``, ``sample_batch``, ``batch_loss``, ``batch_estimate`` and ``evaluate``; the
+    ``make_data``, ``sample_batch``, ``batch_forward``, ``batch_outcome``, ``batch_estimate`` and ``evaluate``; the
     step, the schedule, the stopping rule, checkpoints and resume are the same for every task.
     """
     TASK = None                                  # the task of the models it trains (config.task)
@@ -116,6 +117,7 @@ class Trainer(ABC):
         # of an MPI job (transformer/parallel/), and adds their gradients: the same numbers every way
         self.gradients = step_gradients(self.flat_params, self.piece_backward, self._draws_dropout(),
                                         self.config.pieces)
+        self.trace_pieces(True)
         self.writer = writes_the_run()   # False on an MPI job's ranks but 0: rank 0 writes for all
         self.optimizer = optim.Adam(self.flat_params, lr=self.config.lr, betas=self.config.betas,
                                     eps=self.config.eps)
@@ -149,9 +151,20 @@ class Trainer(ABC):
         """One training batch: a tuple of arrays whose rows are its examples."""
 
     @abstractmethod
+    def batch_forward(self, batch: tuple):
+        """The model's forward and loss on ``batch``: -> (mean loss Tensor over its scored tokens,
+        the logits Tensor). Tensors only, read nothing back: a trace records it as it is."""
+
+    @abstractmethod
+    def batch_outcome(self, batch: tuple, logits: np.ndarray):
+        """What the step reports of ``batch``, from its forward's logits: -> (how many tokens the
+        loss is over, an array with one entry per row for ``batch_estimate`` or None)."""
+
     def batch_loss(self, batch: tuple):
-        """The model's forward on ``batch``: -> (mean loss Tensor over its scored tokens, how many
-        tokens, an array with one entry per row for ``batch_estimate`` or None)."""
+        """The forward on ``batch``: -> (mean loss Tensor over its scored tokens, how many tokens,
+        the per-row outcome or None)."""
+        loss, logits = self.batch_forward(batch)
+        return (loss, *self.batch_outcome(batch, logits.data))
 
     @abstractmethod
     def batch_estimate(self, rows) -> float:
@@ -196,6 +209,12 @@ class Trainer(ABC):
         loss, tokens, rows = self.batch_loss(piece)     # forward: the mean loss over the piece's scored tokens
         loss.backward()                                 # the gradients, into this piece's bucket
         return loss, tokens, rows
+
+    def trace_pieces(self, traced: bool = True):
+        """Let the seam run each piece as a recorded program (``minigrad.trace``: the same forward,
+        loss and backward as ``piece_backward``, replayed from a tape with the same bits and less
+        Python; ``traced_pieces.py``), the default, or as ``piece_backward`` itself (``--eager``)."""
+        self.gradients.piece_backward = TracedPieceBackward(self) if traced else self.piece_backward
 
     def _draws_dropout(self) -> bool:
         """Whether the model draws dropout masks: then its pieces run one after the other (one
