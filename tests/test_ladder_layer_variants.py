@@ -1,4 +1,4 @@
-"""The two-layer rungs' variants (transformer/ladder/layer_variants.py) differ from their rung in the
+"""The two-layer rung's variants (transformer/ladder/layer_variants.py) differ from the rung in the
 one thing their name says, and docs/ladder.md's table of what each buys is the record's
 (docs/layer-variants.json, made by examples/layer_variants.py)."""
 import json
@@ -13,9 +13,8 @@ import pytest
 import minigrad
 from transformer.ladder import LadderConfig
 from transformer.ladder.experiment import MAX_LEN
-from transformer.ladder.layer_variants import (LAYER_VARIANTS, LayerNormAtTheRungsRate, OutputMaps, OwnClassifier,
-                                               RandomMaps, TwoLayersWithoutResiduals)
-from transformer.ladder.rungs import LayerNorm, TwoLayers
+from transformer.ladder.layer_variants import LAYER_VARIANTS
+from transformer.ladder.rungs import TwoLayers
 from transformer.tasks.language import VOCAB, Language, encode_batch
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -37,22 +36,39 @@ def parameters(model) -> dict:
     return {name: p.data for name, p in model.named_parameters()}
 
 
-def test_each_variant_differs_from_the_one_above_it_in_its_one_thing():
-    config = LadderConfig()
-    two, without = parameters(build(TwoLayers)), parameters(build(TwoLayersWithoutResiduals))
-    assert two.keys() == without.keys() and not two["layer2.w_v.weight"].any()
-    assert np.array_equal(without["layer2.w_v.weight"], np.eye(config.d_model))     # a new map starts as the identity
-    assert LayerNormAtTheRungsRate.learning_rate(config) == config.lr != LayerNorm.learning_rate(config)
-    norm, mixed = build(LayerNorm), build(OutputMaps)
-    assert set(parameters(mixed)) - set(parameters(norm)) == {"output_maps.0.weight", "output_maps.1.weight"}
-    assert np.array_equal(logits(mixed), logits(norm))                              # W_o starts as the identity
-    own = parameters(build(OwnClassifier))
-    assert set(own) ^ set(parameters(mixed)) == {"bias", "classifier.weight", "classifier.bias"}
-    drawn = parameters(build(RandomMaps))
-    assert drawn.keys() == own.keys()
-    changed = {name for name in own if not np.array_equal(own[name], drawn[name])}
-    assert changed == {"w_q.weight", "w_k.weight", "w_v.weight", "layer2.w_q.weight", "layer2.w_k.weight",
-                       "layer2.w_v.weight", "output_maps.0.weight", "output_maps.1.weight"}
+MAPS = {"w_q.weight", "w_k.weight", "w_v.weight", "layer2.w_q.weight", "layer2.w_k.weight", "layer2.w_v.weight",
+        "w_o.0.weight", "w_o.1.weight"}
+ATTENTION_MAPS = MAPS - {"w_o.0.weight", "w_o.1.weight"}
+# each variant: the parameters it lacks (-) or has besides the rung's (+), and those that start
+# otherwise (the maps are drawn last: without a part built before them they are other draws of the
+# same distribution)
+DIFFERENCES = {
+    "two layers, without residuals": (set(), set()),
+    "two layers, without layer norm": ({"-norms.0.weight", "-norms.0.bias", "-norms.1.weight", "-norms.1.bias"}, set()),
+    "two layers, identity maps": (set(), MAPS),
+    "two layers, without own classifier": ({"-classifier.weight", "-classifier.bias", "+bias"}, MAPS),
+    "two layers, without W_o": ({"-w_o.0.weight", "-w_o.1.weight"}, ATTENTION_MAPS | {"classifier.weight", "classifier.bias"}),
+    "two layers, without W_o and own classifier": ({"-w_o.0.weight", "-w_o.1.weight", "-classifier.weight",
+                                                    "-classifier.bias", "+bias"}, ATTENTION_MAPS),
+    "two layers, lr 1e-2": (set(), set()),
+}
+
+
+@pytest.mark.parametrize("name", list(LAYER_VARIANTS))
+def test_each_variant_differs_from_the_rung_in_its_one_thing(name):
+    """The parameters it has and how they start: the rung's, but for what its name takes away; the
+    learning rate: the rung's, but for the variant at 1e-2; the computation: not the rung's."""
+    config, variant = LadderConfig(), LAYER_VARIANTS[name]
+    rung, other = parameters(build(TwoLayers)), parameters(build(variant))
+    names, starts = DIFFERENCES[name]
+    assert {f"-{n}" for n in rung.keys() - other.keys()} | {f"+{n}" for n in other.keys() - rung.keys()} == names
+    assert {n for n in rung.keys() & other.keys() if not np.array_equal(rung[n], other[n])} == starts
+    assert (variant.learning_rate(config) == config.lr) == (name == "two layers, lr 1e-2")
+    if name == "two layers, identity maps":                   # as on the rungs below; layer 2 adds nothing at first
+        assert all(np.array_equal(other[n], np.eye(config.d_model)) for n in MAPS - {"layer2.w_v.weight"})
+        assert not other["layer2.w_v.weight"].any()
+    if name not in ("two layers, lr 1e-2", "two layers, identity maps"):
+        assert not np.allclose(logits(build(variant)), logits(build(TwoLayers)))
 
 
 def test_an_unknown_variant_is_one_clear_line():

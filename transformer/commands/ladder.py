@@ -19,7 +19,7 @@ import numpy as np
 from transformer.commands.console import EXIT_USAGE, Parser, console_script, path_argument
 from transformer.files.output_file import PNG, OutputKind, add_force_option, atomic_output, check_output, write_output
 from transformer.ladder.experiment import CANDIDATES, PULL_KIND, LadderConfig, LadderResult, run_ladder
-from transformer.ladder.rungs import RUNGS
+from transformer.ladder.rungs import PROJECTS_MODEL, RUNGS
 from transformer.tasks.language import KINDS
 from viz.ladder import plot_ladder
 
@@ -68,7 +68,10 @@ def gains(result: LadderResult) -> list:
 def format_gains(result: LadderResult) -> str:
     lines = []
     for name, kind, least, mean in gains(result):
-        lines.append(f"{name:>14} on {kind:<7} {100 * mean:+6.1f} points (at least {100 * least:+.1f} on every seed)")
+        # the project's model is not a rung: it is compared with the ladder's top (docs/ladder.md)
+        after = " (the project's model, against the top rung)" if name == PROJECTS_MODEL.name else ""
+        lines.append(f"{name:>14} on {kind:<7} {100 * mean:+6.1f} points (at least {100 * least:+.1f} on every seed)"
+                     + after)
     return "\n".join(lines)
 
 

@@ -64,11 +64,6 @@ REASONS = {
                          "then the name asked about can pull its place.",
 }
 FAILING_KIND = {rung: kind for rung, kind in REASONS}
-# Rungs whose idea is a step towards the kind the rung below fails, not yet enough on every seed:
-# recall, which heads fails, needs two layers, layer norm and the full block's remaining parts
-# together (docs/ladder.md, "From heads to the full block"). The rung after heads that wins recall on
-# every seed is the full block.
-STEPS = ("two layers", "layer norm")
 PULL_KIND = "swap"          # the kind whose pull statistic is measured
 # Kinds whose answer is one of two words of the sentence: a rung blind to which is which can
 # be right half the time by naming one of them; below half, it names other words as well.
@@ -84,8 +79,7 @@ class LadderConfig:
     steps: int = 2500           # Adam steps per rung
     batch_size: int = 64
     lr: float = 1e-2            # the one-layer rungs' Adam learning rate
-    layers_lr: float = 3e-3     # the two-layer rungs' (at 1e-2 layer norm learns less recall: docs/ladder.md)
-    full_block_lr: float = 3e-3  # the full block's (its post-norm blocks do not learn recall at 1e-2)
+    full_block_lr: float = 3e-3  # the project's model's, and the two-layer rung's (at 1e-2 neither learns recall)
     warmup: int = 100           # linear warm-up steps
     decay: float = 0.2          # the last fraction of the steps, in which the rate falls linearly to 0
     d_model: int = 32

@@ -1,6 +1,6 @@
-"""The rungs: from the last word to self-attention and two layers, one idea each.
+"""The rungs: from the last word to self-attention and two layers, one idea each; then the project's model.
 
-Every rung turns the words so far into one *context vector* per position, and the same
+Every rung turns the words so far into one *context vector* per position, and (rungs 1-8) the same
 classifier scores the next word from it: the dot product of the context vector with every
 word's own embedding, plus a bias per word (the embedding table is the classifier's weight,
 as in GPT-2), so the word whose vector is most like the context vector wins. Only the context
@@ -14,19 +14,18 @@ vector changes (X holds the T word embeddings, one row per word):
     SeparateMaps  softmax((X W_q)(X W_k)ᵀ / sqrt(d), causal) (X W_v)  queries and keys apart: pull can be one-way
     Positions     SeparateMaps on X + P                               where each word stands
     Heads         four SeparateMaps side by side on X + P, d/4 each   several pulls at once, each its own values
-    TwoLayers     H = X + heads(X); context = H + heads'(H)           a second layer reads the first's output
-    LayerNorm     the same, each sum normalised: LN(X + heads(X))     every layer's output kept at one scale
-    FullBlock     the project's decoder-only model                     (and W_o, own classifier, feed-forward, ...)
+    TwoLayers     H = LN(X + heads(X) W_o); context = LN(H + heads'(H) W_o')   a second layer reads the first's output
+
+and after the ladder, trained alike to compare with its top, the project's model:
+
+    FullBlock     the decoder-only model: two layers plus a feed-forward, biases, Xavier init, ...
 
 Rungs 4-7 start where the rung below stands (a new map as the identity, positions as zero);
 heads starts close to positions but not exactly (each head scores in its own d/4 dimensions).
-Two layers share the heads rung's weights and add a second layer whose W_v starts at zero, so the
-second layer adds nothing before training (the residual does: each word's own vector). Both
-two-layer rungs train at 3e-3, not 1e-2 (docs/ladder.md measures why). The full block is the whole
-decoder-only model: besides the layer norm rung's ideas it has W_o and biases, its own classifier, a
-feed-forward, Xavier initialisation, random positions and embeddings scaled by sqrt(d);
-docs/ladder.md lists every difference and measures what each buys
-(tests/test_ladder_rung_differences.py).
+The two-layer rung carries, besides its idea, what makes two layers trainable on the ladder's
+budget: residuals, post-norm layer norm, W_o, an own classifier, maps drawn at random and a rate of
+3e-3. docs/ladder.md measures what each buys (``layer_variants.py``: the rung less one of them) and
+lists every difference between neighbouring rungs (tests/test_ladder_rung_differences.py).
 
 Why Values is a rung of its own: with the classifier tied to the embeddings, a word that is
 moved as itself votes for the words like it, and "like" is symmetric (x_a · x_b = x_b · x_a),
@@ -43,7 +42,7 @@ import math
 
 import numpy as np
 
-from minigrad import Tensor, nn
+from minigrad import Tensor, nn, rng
 
 from transformer.models.attention import causal_mask, future_mask
 from transformer.models.config import DecoderOnlyConfig
@@ -232,9 +231,9 @@ class Heads(Positions):
 
 
 class LayerMaps(nn.Module):
-    """A further layer's own W_q, W_k and W_v. W_q and W_k start as the identity, as on every rung;
-    W_v starts at zero where the layer is added to its input, so the new layer adds nothing before
-    training and the rung starts where the rung below stands."""
+    """A further layer's own W_q, W_k and W_v, built as identity maps (W_v at zero where the layer is
+    added to its input, so that such a layer adds nothing before training); the two-layer rung then
+    draws them at random (``draw_at_random``)."""
 
     def __init__(self, d_model: int, values_start_at_zero: bool):
         self.w_q, self.w_k, self.w_v = identity_map(d_model), identity_map(d_model), identity_map(d_model)
@@ -242,30 +241,65 @@ class LayerMaps(nn.Module):
             self.w_v.weight.data[:] = 0.0
 
 
-class TwoLayers(Heads):
-    """The heads rung, then a second layer of four heads reading the first layer's output. Each layer
-    is added to its input (a residual connection): the second layer reads every word's own vector
-    plus what the first layer moved to it, and the gradient reaches the first layer past the second."""
+def draw_at_random(maps) -> None:
+    """Redraw each map's weight as minigrad's Linear draws it, U(-1/sqrt(d), 1/sqrt(d)), instead of the
+    identity: with identity maps every head starts by pulling the words most like the word itself,
+    and two layers started so learn recall on no seed (docs/ladder.md measures it)."""
+    for layer in maps:
+        bound = 1.0 / math.sqrt(layer.weight.shape[0])
+        layer.weight.data = rng.generator().uniform(-bound, bound, layer.weight.shape).astype(layer.weight.dtype)
 
-    name, idea = "two layers", "a second layer of heads reads the first's output; each layer is added to its input"
-    residuals = True
+
+class TwoLayers(Heads):
+    """The heads rung, then a second layer of four heads that reads the first layer's output. Recall
+    needs it: each place must first take in the name before it, then the name asked about pulls its
+    place, two steps, one per layer.
+
+    The rest is what makes two layers *trainable* on the ladder's budget, each measured by the rung
+    without it (docs/ladder.md, "What makes two layers trainable"; ``layer_variants.py``): each layer's
+    output added to its input (a residual) and the sum normalised (post-norm layer norm, as the
+    project's model), a map W_o mixing each layer's heads, the words scored by a classifier of their
+    own, every map drawn at random as minigrad's Linear draws it, and the project's model's learning
+    rate. The flags below let a variant take one of them away."""
+
+    name, idea = "two layers", "a second layer of heads reads the first layer's output"
+    residuals = layer_norm = output_maps = own_classifier = random_maps = True
 
     def __init__(self, vocab_size, d_model, max_len):
         super().__init__(vocab_size, d_model, max_len)
         self.layer2 = LayerMaps(d_model, values_start_at_zero=self.residuals)
+        if self.layer_norm:
+            self.norms = nn.ModuleList([nn.LayerNorm(d_model), nn.LayerNorm(d_model)])
+        if self.output_maps:
+            self.w_o = nn.ModuleList([identity_map(d_model), identity_map(d_model)])
+        if self.own_classifier:
+            del self.bias                                             # the classifier has its own
+            self.classifier = nn.Linear(d_model, vocab_size)
+        if self.random_maps:
+            draw_at_random(self.maps())
+
+    def maps(self) -> list:
+        """Every d x d map: W_q, W_k, W_v of both layers, then each layer's W_o."""
+        layer1, layer2 = (self.w_q, self.w_k, self.w_v), (self.layer2.w_q, self.layer2.w_k, self.layer2.w_v)
+        return [*layer1, *layer2, *(self.w_o if self.output_maps else ())]
 
     @classmethod
     def learning_rate(cls, config) -> float:
-        return config.layers_lr          # at the one-layer rungs' 1e-2 layer norm learns less recall
+        return config.full_block_lr      # the project's model's 3e-3: at 1e-2 two layers learn less recall
+
+    def classify(self, context):
+        return self.classifier(context) if self.own_classifier else super().classify(context)
 
     def attention(self, x, index: int, maps=None):
-        """Layer ``index``'s (0, 1) heads side by side on ``x``: (B, T, d)."""
-        return self.attend(x, maps)
+        """Layer ``index``'s (0, 1) heads side by side on ``x``, mixed by its W_o: (B, T, d)."""
+        heads = self.attend(x, maps)
+        return self.w_o[index](heads) if self.output_maps else heads
 
     def layer(self, x, index: int, maps=None):
-        """Layer ``index`` on ``x``: its attention's output, added to ``x`` (the residual)."""
+        """Layer ``index`` on ``x``: its attention's output, added to ``x`` (the residual), normalised."""
         out = self.attention(x, index, maps)
-        return x + out if self.residuals else out
+        out = x + out if self.residuals else out
+        return self.norms[index](out) if self.layer_norm else out
 
     def layers(self, x):
         """[the input, the first layer's output, the second's]: every layer's input and output."""
@@ -283,20 +317,6 @@ class TwoLayers(Heads):
     def weights(self, ids):
         """The second layer's weights, averaged over its heads: (B, T, T)."""
         return self.attention_maps(ids)[-1].mean(axis=1)
-
-
-class LayerNorm(TwoLayers):
-    """Two layers, each layer's sum (its input plus its output) normalised: post-norm, as in the
-    project's model and "Attention Is All You Need"."""
-
-    name, idea = "layer norm", "each layer's sum is normalised to mean 0 and variance 1 (then a learned scale and shift)"
-
-    def __init__(self, vocab_size, d_model, max_len):
-        super().__init__(vocab_size, d_model, max_len)
-        self.norms = nn.ModuleList([nn.LayerNorm(d_model), nn.LayerNorm(d_model)])
-
-    def layer(self, x, index, maps=None):
-        return self.norms[index](super().layer(x, index, maps))
 
 
 class FullBlock(nn.Module):
@@ -332,4 +352,8 @@ class FullBlock(nn.Module):
         return self.attention_maps(ids)[-1].mean(axis=1)
 
 
-RUNGS = (LastWord, Average, DotProduct, Values, SharedMap, SeparateMaps, Positions, Heads, TwoLayers, LayerNorm, FullBlock)
+# The ladder's rungs, each one idea; then the project's model, trained alike to compare with the top rung
+# (it is not a rung: it adds no idea a kind needs, docs/ladder.md "The project's model")
+LADDER = (LastWord, Average, DotProduct, Values, SharedMap, SeparateMaps, Positions, Heads, TwoLayers)
+PROJECTS_MODEL = FullBlock
+RUNGS = LADDER + (PROJECTS_MODEL,)
