@@ -1,11 +1,11 @@
-"""What the two-layer rungs' residuals and learning rate buy: train each variant of
-``transformer/ladder/layer_variants.py`` (a rung less one thing) on the ladder's budget and
+"""What the two-layer rung's training aids buy: train each variant of
+``transformer/ladder/layer_variants.py`` (the rung less one aid) on the ladder's budget and
 batches, and score every kind:
 
-    python examples/layer_variants.py --seeds 0-4 --json docs/layer-variants.json --force
+    python examples/layer_variants.py --seeds 0-9 --json docs/layer-variants.json --force
 
-A training takes 10-30 s of CPU, two at a time. docs/ladder.md ("The two-layer rungs") reads the
-record; the rungs themselves are in the ladder's record (``attention-ladder``).
+A training takes 15-30 s of CPU, two at a time. docs/ladder.md ("What makes two layers
+trainable") reads the record; the rung itself is in the ladder's record (``attention-ladder``).
 """
 import json
 import os
@@ -51,7 +51,7 @@ def train_one(task):
 
 def main(argv=None) -> int:
     parser = Parser(prog="examples/layer_variants.py", description=__doc__)
-    parser.add_argument("--seeds", default="0-4", help="seeds: 0-4 or 0,3,7")
+    parser.add_argument("--seeds", default="0-9", help="seeds: 0-4 or 0,3,7")
     parser.add_argument("--variants", default=None, help="only these, separated by ';' (default: all)")
     parser.add_argument("--jobs", type=int, default=2, choices=(1, 2), help="trainings at once, one core each")
     parser.add_argument("--json", metavar="PATH", required=True, help="write the record here")

@@ -91,7 +91,7 @@ def test_the_record_holds_every_variant(record):
 def test_the_docs_table_of_the_variants_is_the_records(record):
     with open(os.path.join(REPO, "docs", "ladder.md")) as file:
         page = file.read()
-    table = page[page.index("| variant of the two-layer rungs |"):].split("\n\n")[0]
+    table = page[page.index("| variant of the two-layer rung |"):].split("\n\n")[0]
     assert len(table.splitlines()) == 2 + len(record["variants"])
     for name, numbers in record["variants"].items():
         row = re.search(rf"^\| {re.escape(name)} \|(.*)\|$", table, re.M).group(1)
@@ -101,13 +101,31 @@ def test_the_docs_table_of_the_variants_is_the_records(record):
             for k in record["kinds"]], name
 
 
-def test_what_the_variants_buy(record):
-    """docs/ladder.md: without residuals two layers stay at one layer's recall; at 1e-2 layer norm
-    learns recall on no seed; W_o and an own classifier do not make it learn recall on every seed,
-    and random maps with them do, every kind on every seed."""
-    recall = {name: numbers["accuracy"]["recall"] for name, numbers in record["variants"].items()}
-    assert max(recall["two layers, without residuals"]) < 0.5
-    assert max(recall["layer norm, lr 1e-2"]) < 0.95
-    assert min(recall["layer norm + W_o"]) < 0.95 and min(recall["layer norm + W_o + own classifier"]) < 0.95
-    for kind, per_seed in record["variants"]["layer norm + W_o + own classifier, random maps"]["accuracy"].items():
+def ladder_recall() -> dict:
+    """Recall per seed of the heads rung and the two-layer rung in the ladder's record."""
+    with open(os.path.join(REPO, "docs", "ladder-run.json")) as file:
+        ladder = json.load(file)
+    return {r["name"]: r["accuracy"]["recall"] for r in ladder["rungs"]}
+
+
+NEEDED_FOR_RECALL = ("two layers, without residuals", "two layers, without layer norm", "two layers, identity maps",
+                     "two layers, without own classifier", "two layers, without W_o and own classifier")
+
+
+def test_what_each_aid_buys(record):
+    """docs/ladder.md: the rung learns recall (95% or more) on every seed. Without the residuals,
+    layer norm, the random maps or the own classifier recall is below 95% on at least one seed of the
+    same ten; without layer norm it stays at one layer's level on every seed, without residuals under
+    75% on every seed. Without W_o every kind stays at 95% or more (it buys a point of
+    recall); at 1e-2 recall does too, and swap falls under 95% on a seed."""
+    ladder = ladder_recall()
+    assert record["seeds"] == list(range(10)) and min(ladder["two layers"]) >= 0.95
+    accuracy = {name: numbers["accuracy"] for name, numbers in record["variants"].items()}
+    for name in NEEDED_FOR_RECALL:
+        assert min(accuracy[name]["recall"]) < 0.95, name
+    assert max(accuracy["two layers, without layer norm"]["recall"]) < 0.5
+    assert max(accuracy["two layers, without residuals"]["recall"]) < 0.75
+    for kind, per_seed in accuracy["two layers, without W_o"].items():
         assert min(per_seed) >= 0.95, kind
+    assert np.mean(accuracy["two layers, without W_o"]["recall"]) < np.mean(ladder["two layers"])
+    assert min(accuracy["two layers, lr 1e-2"]["recall"]) >= 0.95 and min(accuracy["two layers, lr 1e-2"]["swap"]) < 0.95
