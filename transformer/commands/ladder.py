@@ -3,7 +3,7 @@ sentence kind (the mean over the seeds and their range), how much each rung gain
 before, the pull statistic on the swap kind, one sentence each rung gets wrong and why, and
 the score matrices of the symmetric and the asymmetric rung on one sentence.
 
-    attention-ladder                      # nine rungs on seeds 0-4: about 4.5 min on two quiet cores (530 s of CPU)
+    attention-ladder                      # eleven rungs on seeds 0-4: about 6 min on two quiet cores (740 s of CPU)
     attention-ladder --seed 0             # one seed: a fifth of that
     attention-ladder --json out.json      # also write the table as JSON
     attention-ladder --plot ladder.png    # and draw it (one dot per seed)
@@ -19,7 +19,7 @@ import numpy as np
 from transformer.commands.console import EXIT_USAGE, Parser, console_script, path_argument
 from transformer.files.output_file import PNG, OutputKind, add_force_option, atomic_output, check_output, write_output
 from transformer.ladder.experiment import CANDIDATES, PULL_KIND, LadderConfig, LadderResult, run_ladder
-from transformer.ladder.rungs import RUNGS
+from transformer.ladder.rungs import PROJECTS_MODEL, RUNGS
 from transformer.tasks.language import KINDS
 from viz.ladder import plot_ladder
 
@@ -68,7 +68,10 @@ def gains(result: LadderResult) -> list:
 def format_gains(result: LadderResult) -> str:
     lines = []
     for name, kind, least, mean in gains(result):
-        lines.append(f"{name:>14} on {kind:<7} {100 * mean:+6.1f} points (at least {100 * least:+.1f} on every seed)")
+        # the project's model is not a rung: it is compared with the ladder's top (docs/ladder.md)
+        after = " (the project's model, against the top rung)" if name == PROJECTS_MODEL.name else ""
+        lines.append(f"{name:>14} on {kind:<7} {100 * mean:+6.1f} points (at least {100 * least:+.1f} on every seed)"
+                     + after)
     return "\n".join(lines)
 
 
@@ -177,7 +180,7 @@ def parse_rungs(text: str) -> list:
     names = [rung_name(rung) for rung in RUNGS]
     wanted = [part.strip().lower().replace(" ", "-") for part in text.split(",") if part.strip()]
     if not wanted:
-        raise ValueError(f"--rungs names no rung; name some of {', '.join(names)}, or leave it out for all nine")
+        raise ValueError(f"--rungs names no rung; name some of {', '.join(names)}, or leave it out for all of them")
     unknown = [name for name in wanted if name not in names]
     if unknown:
         raise ValueError(f"--rungs: unknown rung {unknown[0]!r}; the rungs are {', '.join(names)}")
@@ -231,7 +234,7 @@ def parse_args(argv):
                         help="each training step through the eager engine instead of replaying its recorded "
                              f"program (minigrad.trace, docs/tracing.md): the same numbers, bit for bit. {LADDER_EAGER_COST}")
     parser.add_argument("--rungs", metavar="NAMES", default=None,
-                        help="only these rungs, e.g. positions,heads (default: all nine: "
+                        help="only these rungs, e.g. positions,heads (default: all of them: "
                              + ", ".join(rung_name(rung) for rung in RUNGS) + ")")
     parser.add_argument("--without", metavar="KINDS", default=None,
                         help="train and score on the language without these sentence kinds, e.g. blend "

@@ -79,7 +79,7 @@ class LadderConfig:
     steps: int = 2500           # Adam steps per rung
     batch_size: int = 64
     lr: float = 1e-2            # the one-layer rungs' Adam learning rate
-    full_block_lr: float = 3e-3  # the full block's (its post-norm blocks do not learn recall at 1e-2)
+    full_block_lr: float = 3e-3  # the project's model's, and the two-layer rung's (at 1e-2 neither learns recall)
     warmup: int = 100           # linear warm-up steps
     decay: float = 0.2          # the last fraction of the steps, in which the rate falls linearly to 0
     d_model: int = 32

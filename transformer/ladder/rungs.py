@@ -1,6 +1,6 @@
-"""The rungs: from the last word to self-attention, one idea each.
+"""The rungs: from the last word to self-attention and two layers, one idea each; then the project's model.
 
-Every rung turns the words so far into one *context vector* per position, and the same
+Every rung turns the words so far into one *context vector* per position, and (rungs 1-8) the same
 classifier scores the next word from it: the dot product of the context vector with every
 word's own embedding, plus a bias per word (the embedding table is the classifier's weight,
 as in GPT-2), so the word whose vector is most like the context vector wins. Only the context
@@ -14,13 +14,18 @@ vector changes (X holds the T word embeddings, one row per word):
     SeparateMaps  softmax((X W_q)(X W_k)ᵀ / sqrt(d), causal) (X W_v)  queries and keys apart: pull can be one-way
     Positions     SeparateMaps on X + P                               where each word stands
     Heads         four SeparateMaps side by side on X + P, d/4 each   several pulls at once, each its own values
-    FullBlock     two decoder-only blocks: feed-forward, residuals, layer norm, a second layer
+    TwoLayers     H = LN(X + heads(X) W_o); context = LN(H + heads'(H) W_o')   a second layer reads the first's output
+
+and after the ladder, trained alike to compare with its top, the project's model:
+
+    FullBlock     the decoder-only model: two layers plus a feed-forward, biases, Xavier init, ...
 
 Rungs 4-7 start where the rung below stands (a new map as the identity, positions as zero);
 heads starts close to positions but not exactly (each head scores in its own d/4 dimensions).
-The full block is the whole decoder-only model: besides its idea it has its own classifier,
-W_o, Xavier initialisation, random positions, embeddings scaled by sqrt(d) and its own
-learning rate; docs/ladder.md lists every difference (tests/test_ladder_rung_differences.py).
+The two-layer rung carries, besides its idea, what makes two layers trainable on the ladder's
+budget: residuals, post-norm layer norm, W_o, an own classifier, maps drawn at random and a rate of
+3e-3. docs/ladder.md measures what each buys (``layer_variants.py``: the rung less one of them) and
+lists every difference between neighbouring rungs (tests/test_ladder_rung_differences.py).
 
 Why Values is a rung of its own: with the classifier tied to the embeddings, a word that is
 moved as itself votes for the words like it, and "like" is symmetric (x_a · x_b = x_b · x_a),
@@ -37,7 +42,7 @@ import math
 
 import numpy as np
 
-from minigrad import Tensor, nn
+from minigrad import Tensor, nn, rng
 
 from transformer.models.attention import causal_mask, future_mask
 from transformer.models.config import DecoderOnlyConfig
@@ -105,6 +110,10 @@ class Rung(nn.Module):
         context = self.context(self.embed(ids))                    # (B, T, d)
         if at is not None:
             context = context[row_numbers(len(at)), at]            # (B, d)
+        return self.classify(context)
+
+    def classify(self, context) -> Tensor:
+        """Context vectors (..., d) -> a score per word (..., vocab)."""
         return context @ self.embedding.weight.T + self.bias       # each word: its vector · the context
 
     def weights(self, ids) -> np.ndarray:
@@ -200,18 +209,114 @@ class Heads(Positions):
         batch, length, _ = x.shape
         return x.reshape(batch, length, self.num_heads, -1).transpose(0, 2, 1, 3)    # (B, h, T, d/h)
 
-    def scores(self, x):
+    def scores(self, x, maps=None):
+        """Each head's scores (B, h, T, T) under ``maps``' W_q and W_k (default: this rung's own)."""
+        maps = maps or self
         d_k = self.d_model // self.num_heads
-        return self.split(self.w_q(x)) @ self.split(self.w_k(x)).swapaxes(-1, -2) / math.sqrt(d_k)  # (B, h, T, T)
+        return self.split(maps.w_q(x)) @ self.split(maps.w_k(x)).swapaxes(-1, -2) / math.sqrt(d_k)
+
+    def attend(self, x, maps=None):
+        """The heads side by side (B, T, d): each head's weights times its values under ``maps``."""
+        maps = maps or self
+        heads = causal_softmax(self.scores(x, maps)) @ self.split(maps.w_v(x))      # (B, h, T, d/h)
+        batch, _, length, _ = heads.shape
+        return heads.transpose(0, 2, 1, 3).reshape(batch, length, self.d_model)
 
     def context(self, x):
-        heads = causal_softmax(self.scores(x)) @ self.split(self.w_v(x))             # (B, h, T, d/h)
-        batch, _, length, _ = heads.shape
-        return heads.transpose(0, 2, 1, 3).reshape(batch, length, self.d_model)      # (B, T, d) the heads side by side
+        return self.attend(x)
 
     def weights(self, ids):
         """The heads' weights averaged: (B, T, T)."""
         return super().weights(ids).mean(axis=1)
+
+
+class LayerMaps(nn.Module):
+    """A further layer's own W_q, W_k and W_v, built as identity maps (W_v at zero where the layer is
+    added to its input, so that such a layer adds nothing before training); the two-layer rung then
+    draws them at random (``draw_at_random``)."""
+
+    def __init__(self, d_model: int, values_start_at_zero: bool):
+        self.w_q, self.w_k, self.w_v = identity_map(d_model), identity_map(d_model), identity_map(d_model)
+        if values_start_at_zero:
+            self.w_v.weight.data[:] = 0.0
+
+
+def draw_at_random(maps) -> None:
+    """Redraw each map's weight as minigrad's Linear draws it, U(-1/sqrt(d), 1/sqrt(d)), instead of the
+    identity: with identity maps every head starts by pulling the words most like the word itself,
+    and two layers started so learn recall on no seed (docs/ladder.md measures it)."""
+    for layer in maps:
+        bound = 1.0 / math.sqrt(layer.weight.shape[0])
+        layer.weight.data = rng.generator().uniform(-bound, bound, layer.weight.shape).astype(layer.weight.dtype)
+
+
+class TwoLayers(Heads):
+    """The heads rung, then a second layer of four heads that reads the first layer's output. Recall
+    needs it: each place must first take in the name before it, then the name asked about pulls its
+    place, two steps, one per layer.
+
+    The rest is what makes two layers *trainable* on the ladder's budget, each measured by the rung
+    without it (docs/ladder.md, "What makes two layers trainable"; ``layer_variants.py``): each layer's
+    output added to its input (a residual) and the sum normalised (post-norm layer norm, as the
+    project's model), a map W_o mixing each layer's heads, the words scored by a classifier of their
+    own, every map drawn at random as minigrad's Linear draws it, and the project's model's learning
+    rate. The flags below let a variant take one of them away."""
+
+    name, idea = "two layers", "a second layer of heads reads the first layer's output"
+    residuals = layer_norm = output_maps = own_classifier = random_maps = True
+
+    def __init__(self, vocab_size, d_model, max_len):
+        super().__init__(vocab_size, d_model, max_len)
+        self.layer2 = LayerMaps(d_model, values_start_at_zero=self.residuals)
+        if self.layer_norm:
+            self.norms = nn.ModuleList([nn.LayerNorm(d_model), nn.LayerNorm(d_model)])
+        if self.output_maps:
+            self.w_o = nn.ModuleList([identity_map(d_model), identity_map(d_model)])
+        if self.own_classifier:
+            del self.bias                                             # the classifier has its own
+            self.classifier = nn.Linear(d_model, vocab_size)
+        if self.random_maps:
+            draw_at_random(self.maps())
+
+    def maps(self) -> list:
+        """Every d x d map: W_q, W_k, W_v of both layers, then each layer's W_o."""
+        layer1, layer2 = (self.w_q, self.w_k, self.w_v), (self.layer2.w_q, self.layer2.w_k, self.layer2.w_v)
+        return [*layer1, *layer2, *(self.w_o if self.output_maps else ())]
+
+    @classmethod
+    def learning_rate(cls, config) -> float:
+        return config.full_block_lr      # the project's model's 3e-3: at 1e-2 two layers learn less recall
+
+    def classify(self, context):
+        return self.classifier(context) if self.own_classifier else super().classify(context)
+
+    def attention(self, x, index: int, maps=None):
+        """Layer ``index``'s (0, 1) heads side by side on ``x``, mixed by its W_o: (B, T, d)."""
+        heads = self.attend(x, maps)
+        return self.w_o[index](heads) if self.output_maps else heads
+
+    def layer(self, x, index: int, maps=None):
+        """Layer ``index`` on ``x``: its attention's output, added to ``x`` (the residual), normalised."""
+        out = self.attention(x, index, maps)
+        out = x + out if self.residuals else out
+        return self.norms[index](out) if self.layer_norm else out
+
+    def layers(self, x):
+        """[the input, the first layer's output, the second's]: every layer's input and output."""
+        first = self.layer(x, 0)
+        return [x, first, self.layer(first, 1, self.layer2)]
+
+    def context(self, x):
+        return self.layers(x)[-1]
+
+    def attention_maps(self, ids) -> np.ndarray:
+        """(layers, B, heads, T, T): every head's weights on ``ids``."""
+        x, first, _ = self.layers(self.embed(ids))
+        return np.stack([causal_softmax(self.scores(x)).data, causal_softmax(self.scores(first, self.layer2)).data])
+
+    def weights(self, ids):
+        """The second layer's weights, averaged over its heads: (B, T, T)."""
+        return self.attention_maps(ids)[-1].mean(axis=1)
 
 
 class FullBlock(nn.Module):
@@ -247,4 +352,8 @@ class FullBlock(nn.Module):
         return self.attention_maps(ids)[-1].mean(axis=1)
 
 
-RUNGS = (LastWord, Average, DotProduct, Values, SharedMap, SeparateMaps, Positions, Heads, FullBlock)
+# The ladder's rungs, each one idea; then the project's model, trained alike to compare with the top rung
+# (it is not a rung: it adds no idea a kind needs, docs/ladder.md "The project's model")
+LADDER = (LastWord, Average, DotProduct, Values, SharedMap, SeparateMaps, Positions, Heads, TwoLayers)
+PROJECTS_MODEL = FullBlock
+RUNGS = LADDER + (PROJECTS_MODEL,)
