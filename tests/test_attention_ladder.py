@@ -248,7 +248,7 @@ def start_a_long_ladder(tmp_path):
                "sys.exit(attention_ladder(['--steps', '100000', '--seeds', '0,1']))"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=open(tmp_path / "err", "w"), text=True,
                                start_new_session=True, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    assert process.stdout.readline().startswith("training 9 rungs")
+    assert process.stdout.readline().startswith("training 10 rungs")
     return process
 
 

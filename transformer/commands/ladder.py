@@ -3,7 +3,7 @@ sentence kind (the mean over the seeds and their range), how much each rung gain
 before, the pull statistic on the swap kind, one sentence each rung gets wrong and why, and
 the score matrices of the symmetric and the asymmetric rung on one sentence.
 
-    attention-ladder                      # eleven rungs on seeds 0-4: about 6 min on two quiet cores (740 s of CPU)
+    attention-ladder                      # nine rungs and the project's model on seeds 0-4: about 4 min (384 s of CPU)
     attention-ladder --seed 0             # one seed: a fifth of that
     attention-ladder --json out.json      # also write the table as JSON
     attention-ladder --plot ladder.png    # and draw it (one dot per seed)

@@ -9,7 +9,7 @@ steps, so that a record holds both what a variant reaches and how soon:
     heads, values = keys         its values are the keys it matched on (``value_space.py``)
     heads, every position        its loss taken at every position (``loss_positions.py``)
     heads, values = words        its values are the words' own vectors
-    full block                   the ladder's last rung: two blocks, the next-word model's kind
+    full block                   the project's model after the ladder: two blocks, the next-word model's kind
     full block, every position   the same, its loss at every position
 
 For the heads rungs it also keeps ``head_roles``: each head's weight, from the answer's position of
