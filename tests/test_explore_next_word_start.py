@@ -73,7 +73,7 @@ def test_the_second_start_reuses_the_rungs_kept_beside_the_run(run, tmp_path, ca
     argv = ["--checkpoint", checkpoint, "--ladder-steps", str(STEPS), "--no-check"]
     assert next_word_main([*argv, "--out", str(tmp_path / "first.html")]) == 0
     err = capsys.readouterr().err
-    assert "trained the ladder's 9 rungs in" in err and f"kept in {kept}" in err and kept.is_file()
+    assert "trained the ladder's 10 rungs in" in err and f"kept in {kept}" in err and kept.is_file()
 
     monkeypatch.setattr(ladder_module, "train_rungs", lambda *a, **k: pytest.fail("trained again"))
     assert next_word_main([*argv, "--out", str(tmp_path / "second.html")]) == 0
