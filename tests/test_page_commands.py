@@ -43,7 +43,7 @@ SKIPPED = {
     "attention-ladder": "trains nine rungs and the project's model on five seeds: about 3.7 minutes",
     "python examples/make_readme_images.py --seed 0": "trains the seed-0 model for real and redraws docs/images; "
                                                       "the commands it runs are the next block's, run here",
-    "next-word-explore": "trains the attention ladder's rungs for the page: about 25 s of CPU",
+    "next-word-explore": "trains the attention ladder's rungs for the page: about 30 s of CPU",
     "next-word-explore --serve": "trains the attention ladder's rungs, then serves until stopped",
     "for seed in 0 1 2 3 4 5 6 7 8 9; do nice -n 10 next-word-train --snapshot-every 10 --seed $seed --no-progress "
     "--out runs/next-word-seed$seed; done": "trains ten next-word models for real",
