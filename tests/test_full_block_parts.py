@@ -10,27 +10,15 @@ import sys
 import numpy as np
 import pytest
 
-import minigrad
 from transformer.ladder import LadderConfig, LadderResult
-from transformer.ladder.experiment import MAX_LEN
 from transformer.ladder.full_block_parts import PARTS, full_block_without
 from transformer.ladder.rungs import FullBlock
-from transformer.tasks.language import VOCAB, Language, encode_batch
+
+from ladder_models import build, logits
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RECORD = os.path.join(REPO, "docs", "full-block-parts.json")
 LADDER = os.path.join(REPO, "docs", "ladder-run.json")
-
-
-def build(rung_class, seed=0):
-    minigrad.manual_seed(seed)
-    return rung_class(len(VOCAB), LadderConfig().d_model, MAX_LEN)
-
-
-def logits(model) -> np.ndarray:
-    batch = encode_batch(Language(seed=0).evaluation_set(per_kind=5), "answer", MAX_LEN)
-    with minigrad.no_grad():
-        return model(batch.inputs, batch.answer_position).data
 
 
 def shapes(model) -> dict:

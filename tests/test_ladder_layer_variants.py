@@ -10,26 +10,14 @@ import sys
 import numpy as np
 import pytest
 
-import minigrad
 from transformer.ladder import LadderConfig
-from transformer.ladder.experiment import MAX_LEN
 from transformer.ladder.layer_variants import LAYER_VARIANTS
 from transformer.ladder.rungs import TwoLayers
-from transformer.tasks.language import VOCAB, Language, encode_batch
+
+from ladder_models import build, logits
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RECORD = os.path.join(REPO, "docs", "layer-variants.json")
-
-
-def build(rung_class, seed=0):
-    minigrad.manual_seed(seed)
-    return rung_class(len(VOCAB), LadderConfig().d_model, MAX_LEN)
-
-
-def logits(model) -> np.ndarray:
-    batch = encode_batch(Language(seed=0).evaluation_set(per_kind=5), "answer", MAX_LEN)
-    with minigrad.no_grad():
-        return model(batch.inputs, batch.answer_position).data
 
 
 def parameters(model) -> dict:
