@@ -240,15 +240,24 @@ def test_a_wide_seed_range_is_refused_from_its_bounds_without_being_built():
 
 
 def start_a_long_ladder(tmp_path):
-    """The command in a session of its own, until its workers train (its first line is printed)."""
+    """The command in a session of its own, until its workers train (its first line is printed).
+    If that line is not the one expected, the whole session is killed before the test fails: a
+    ladder of 100,000 steps a rung would otherwise train on for hours after the test run."""
     import os
+    import signal
     import subprocess
     import sys
     command = [sys.executable, "-c", "import sys; from dates_commands import attention_ladder; "
                "sys.exit(attention_ladder(['--steps', '100000', '--seeds', '0,1']))"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=open(tmp_path / "err", "w"), text=True,
                                start_new_session=True, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    assert process.stdout.readline().startswith("training 10 rungs")
+    try:
+        first = process.stdout.readline()
+        assert first.startswith(f"training {len(RUNGS)} rungs"), first
+    except BaseException:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=60)
+        raise
     return process
 
 
