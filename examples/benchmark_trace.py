@@ -20,9 +20,8 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 import minigrad
-from minigrad import functional as F
 from minigrad.trace import trace
-from transformer.ladder.experiment import MAX_LEN, LadderConfig, mix
+from transformer.ladder.experiment import MAX_LEN, LadderConfig, answer_loss_and_backward, mix
 from transformer.ladder.rungs import RUNGS
 from transformer.models import build_model
 from transformer.models.config import ModelConfig
@@ -57,13 +56,8 @@ def ladder_piece(rung_class):
     model = rung_class(len(VOCAB), config.d_model, MAX_LEN)
     batch = BatchSampler(language, "train", mix=mix(language.kinds), loss_on="answer", length=MAX_LEN).sample(
         config.batch_size, np.random.default_rng([0, 2]))
-
-    def loss_and_backward(inputs, at, answers):
-        loss = F.cross_entropy(model(inputs, at), answers)
-        loss.backward()
-        return loss
     at = batch.answer_position
-    return model, loss_and_backward, (batch.inputs, at, batch.targets[np.arange(len(at)), at])
+    return model, answer_loss_and_backward(model), (batch.inputs, at, batch.targets[np.arange(len(at)), at])
 
 
 def measure(model, piece, args, reps):

@@ -184,6 +184,17 @@ def learning_rate(config: LadderConfig, base: float, step: int) -> float:
     return base * min(step / config.warmup, (config.steps - step + 1) / max(1.0, config.decay * config.steps), 1.0)
 
 
+def answer_loss_and_backward(model):
+    """A step's forward and backward, as ``train_rung`` traces it: (ids, answer positions, answers)
+    -> the cross-entropy of the answers' logits, after ``loss.backward()``."""
+    def loss_and_backward(inputs, at, answers):
+        logits = model(inputs, at)                                                 # (B, vocab)
+        loss = F.cross_entropy(logits, answers)
+        loss.backward()
+        return loss
+    return loss_and_backward
+
+
 def train_rung(rung_class, config: LadderConfig, language: Language, seed: int):
     """A fresh rung trained on ``config.steps`` batches: the same batches for every rung."""
     minigrad.manual_seed(seed)
@@ -193,12 +204,7 @@ def train_rung(rung_class, config: LadderConfig, language: Language, seed: int):
     batches = np.random.default_rng([seed, 2])
     sampler = BatchSampler(language, "train", mix=mix(language.kinds), loss_on="answer", length=MAX_LEN)
     rows = np.arange(config.batch_size)
-
-    def loss_and_backward(inputs, at, answers):
-        logits = model(inputs, at)                                                 # (B, vocab)
-        loss = F.cross_entropy(logits, answers)
-        loss.backward()
-        return loss
+    loss_and_backward = answer_loss_and_backward(model)
     # recorded once, then replayed from its tape: the same bits, less Python (docs/tracing.md)
     forward_backward = loss_and_backward if config.eager else minigrad.trace(loss_and_backward)
     for step in range(1, config.steps + 1):

@@ -69,7 +69,7 @@ def train_with_curve(rung_class, config: LadderConfig, seed: int, positions: str
     probe = language.evaluation_set(per_kind=per_kind)
     minigrad.manual_seed(seed)
     model = rung_class(len(VOCAB), config.d_model, MAX_LEN)
-    lr = config.full_block_lr if rung_class is FullBlock else config.lr
+    lr = rung_class.learning_rate(config)
     optimizer = optim.Adam(model.parameters(), lr=lr)
     batches = np.random.default_rng([seed, 2])
     sampler = BatchSampler(language, "train", mix=mix(language.kinds), loss_on="sentence", length=MAX_LEN)
